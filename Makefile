@@ -1,0 +1,47 @@
+# Every target does its own set-up, so `make test` and `make demo` work on a fresh Debian machine.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV := .venv
+PY := $(VENV)/bin/python
+STACK := $(PY) -m tests.stack
+PYTEST_ARGS ?=
+
+.PHONY: setup test unit stack-up stack-down stack-status docs demo bench lint pin
+
+# uv comes from PyPI when it is missing; the environment is synced to the exact pins, which
+# record no download address (uv.lock would, so it is never committed).
+setup: $(VENV)/.synced
+$(VENV)/.synced: requirements/pinned.txt pyproject.toml
+	command -v uv >/dev/null || python3 -m pip install -q uv || python3 -m pip install -q --user uv
+	uv venv -q --allow-existing --python "$$(command -v python3)" $(VENV)
+	uv pip sync -q --python $(PY) requirements/pinned.txt
+	uv pip install -q --python $(PY) --no-deps -e .
+	touch $@
+
+# Regenerates the pins after a dependency change in pyproject.toml.
+pin:
+	uv lock -q
+	uv export -q --no-hashes --extra opensandbox --group dev --no-emit-project -o requirements/pinned.txt
+
+# The whole suite against a local stack; `run` stops only what it started itself.
+test: setup docs
+	$(STACK) run -- $(PY) -m pytest $(PYTEST_ARGS)
+
+unit: setup
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+stack-up: setup
+	$(STACK) up
+
+stack-down: setup
+	$(STACK) down
+
+stack-status: setup
+	$(STACK) status
+
+docs: setup
+	$(PY) -m sphinx -q -W --keep-going -b html docs docs/_build/html
+
+lint: setup
+	$(PY) -m ruff check src tests system_tests
+	$(PY) -m mypy src

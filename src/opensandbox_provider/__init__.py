@@ -1,0 +1,7 @@
+"""An OpenSandbox backend for the SandboxToolset of apache-airflow-providers-common-ai."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

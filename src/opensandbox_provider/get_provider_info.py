@@ -1,0 +1,77 @@
+"""Provider metadata read by Airflow's providers manager through the ``apache_airflow_provider`` entry point.
+
+Airflow 3.3 builds the connection form from ``conn-fields`` and ``ui-field-behaviour`` here, without
+importing the hook, so everything the form shows lives in this dict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opensandbox_provider import __version__
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        # Airflow refuses (and breaks discovery of every provider) unless this equals the
+        # canonicalized distribution name.
+        "package-name": "airflow-provider-opensandbox",
+        "name": "OpenSandbox",
+        "description": (
+            "OpenSandbox backend for the SandboxToolset of apache-airflow-providers-common-ai: "
+            "agent shell and file tools in sandboxes on a self-hosted OpenSandbox server."
+        ),
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "OpenSandbox",
+                "external-doc-url": "https://github.com/alibaba/OpenSandbox",
+                "tags": ["software"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "OpenSandbox",
+                "python-modules": ["opensandbox_provider.hooks.opensandbox"],
+            }
+        ],
+        "connection-types": [
+            {
+                "hook-class-name": "opensandbox_provider.hooks.opensandbox.OpenSandboxHook",
+                "hook-name": "OpenSandbox",
+                "connection-type": "opensandbox",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["login"],
+                    "relabeling": {
+                        "host": "Server host",
+                        "schema": "Protocol",
+                        "password": "API key",
+                    },
+                    "placeholders": {
+                        "host": "opensandbox.example.internal",
+                        "port": "8080",
+                        "schema": "http or https",
+                        "password": "the server's api_key",
+                        "request_timeout": "30",
+                    },
+                },
+                "conn-fields": {
+                    "request_timeout": {
+                        "label": "Request timeout (s)",
+                        "description": "Timeout of each lifecycle and file API request, in seconds.",
+                        "schema": {"type": ["number", "null"], "default": 30},
+                    },
+                    # No default: the UI masks the default of any field whose name contains
+                    # "proxy" as "***" and would save that string into the connection.
+                    "use_server_proxy": {
+                        "label": "Use server proxy",
+                        "description": (
+                            "Reach execd through the lifecycle server instead of the sandbox's "
+                            "published port. On unless switched off here or in the backend."
+                        ),
+                        "schema": {"type": ["boolean", "null"]},
+                    },
+                },
+            }
+        ],
+    }
