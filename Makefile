@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STACK := $(PY) -m tests.stack
 PYTEST_ARGS ?=
 
-.PHONY: setup test unit stack-up stack-down stack-status docs demo bench lint pin
+.PHONY: setup test unit stack-up stack-down stack-status stack-restart docs demo bench lint pin pin-stack
 
 # uv comes from PyPI when it is missing; the environment is synced to the exact pins, which
 # record no download address (uv.lock would, so it is never committed).
@@ -38,6 +38,18 @@ stack-down: setup
 
 stack-status: setup
 	$(STACK) status
+
+# After the execd stand-in changed: `up` rebuilds the image and restarts the servers on its own,
+# this forces a restart without a change.
+stack-restart: setup
+	$(STACK) restart
+
+# The stack's server runs from its own venv; its pins come from this resolution.
+pin-stack:
+	{ echo "# The OpenSandbox server of the local test stack (tests/stack), in its own venv because its pins"; \
+	  echo "# clash with Airflow's. Regenerate with \`make pin-stack\`."; \
+	  echo 'opensandbox-server==1.1.1' | uv pip compile --quiet --no-header --python-version 3.11 -; \
+	} > requirements/stack-server.txt
 
 docs: setup
 	$(PY) -m sphinx -q -W --keep-going -b html docs docs/_build/html

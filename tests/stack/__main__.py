@@ -1,0 +1,52 @@
+"""``python -m tests.stack up|down|status|restart|run -- CMD...``: the local OpenSandbox stack."""
+
+import argparse
+import subprocess
+import sys
+
+from tests.stack import stack
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.stack", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("up", help="start the stack (idempotent; builds what is missing)")
+    commands.add_parser("down", help="stop everything the stack started")
+    commands.add_parser("status", help="print what an Airflow connection to each server needs")
+    commands.add_parser("restart", help="restart the servers, e.g. after the execd image changed")
+    run = commands.add_parser("run", help="run CMD against the stack, then stop what this started")
+    run.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after `--`")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "up":
+            stack.up()
+        elif args.command == "down":
+            stack.down()
+        elif args.command == "status":
+            print(stack.status())
+        elif args.command == "restart":
+            stack.restart_servers()
+        else:
+            return _run(args.cmd)
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        print(f"stack: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run(cmd: list[str]) -> int:
+    if cmd[:1] == ["--"]:
+        cmd = cmd[1:]
+    if not cmd:
+        print("stack: give the command to run after `--`.", file=sys.stderr)
+        return 2
+    started = stack.up()
+    try:
+        return subprocess.run(cmd).returncode
+    finally:
+        stack.stop(started)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Runs our resolver (``tests.stack.resolver``) on the bridge, where dockerd sends containers."""
+
+import socket
+import sys
+import time
+
+from tests.stack import processes
+from tests.stack.engine import BRIDGE_IP
+from tests.stack.paths import REPO
+from tests.stack.resolver import DEFAULT_ZONE
+
+PORT = 53
+PROCESS_NAME = "resolver"
+START_SECONDS = 10
+
+
+def ensure_resolver() -> bool:
+    """Starts the resolver unless it runs. True if this call started it."""
+    if processes.find(PROCESS_NAME) is not None:
+        return False
+    zone_args = [arg for name, ip in DEFAULT_ZONE.items() for arg in ("--zone", f"{name}={ip}")]
+    argv = [sys.executable, "-m", "tests.stack.resolver", "--bind", BRIDGE_IP, "--port", str(PORT)]
+    processes.start(PROCESS_NAME, [*argv, *zone_args], cwd=REPO)
+    _wait_listening()
+    return True
+
+
+def stop_resolver() -> bool:
+    return processes.stop(PROCESS_NAME)
+
+
+def _wait_listening() -> None:
+    # It serves TCP as well as UDP, and a TCP connect tells "listening" without a DNS exchange.
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        try:
+            socket.create_connection((BRIDGE_IP, PORT), timeout=0.5).close()
+            return
+        except OSError:
+            if processes.find(PROCESS_NAME) is None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"The resolver did not listen on {BRIDGE_IP}:{PORT}; read its log, "
+                    f"{processes.log_file(PROCESS_NAME)}. Port 53 needs root."
+                ) from None
+            time.sleep(0.1)

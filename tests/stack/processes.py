@@ -1,0 +1,106 @@
+"""Background processes the stack starts, each remembered by a small JSON record in ``.stack/run``.
+
+A record holds the PID and the command line it was started with. A process counts as ours only
+while ``/proc/<pid>/cmdline`` still ends with that command line, so a reused PID is never signalled.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.stack.paths import LOG_DIR, RUN_DIR
+
+
+@dataclass(frozen=True)
+class Record:
+    name: str
+    pid: int
+    argv: list[str]
+    fingerprint: str
+
+    @property
+    def alive(self) -> bool:
+        try:
+            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes().split(b"\0")[:-1]
+        except OSError:
+            return False
+        # Interpreters put themselves in front of a script's argv, so compare the tail only.
+        tail = [arg.encode() for arg in self.argv[1:]]
+        return bool(cmdline) and cmdline[len(cmdline) - len(tail) :] == tail
+
+
+def log_file(name: str) -> Path:
+    return LOG_DIR / f"{name}.log"
+
+
+def start(
+    name: str,
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    fingerprint: str = "",
+) -> Record:
+    """Starts ``argv`` in its own session (a terminal's Ctrl-C must not reach it); records it."""
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    with log_file(name).open("ab") as log:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    record = Record(name, process.pid, argv, fingerprint)
+    _record_path(name).write_text(json.dumps(record.__dict__))
+    return record
+
+
+def find(name: str) -> Record | None:
+    """The recorded process if it is still running, else None (a stale record is removed)."""
+    path = _record_path(name)
+    try:
+        record = Record(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    if record.alive:
+        return record
+    path.unlink(missing_ok=True)
+    return None
+
+
+def stop(name: str, grace_seconds: float = 15.0) -> bool:
+    """Stops the recorded process: SIGTERM, then SIGKILL after the grace period. True if it ran."""
+    record = find(name)
+    if record is None:
+        return False
+    os.kill(record.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_seconds
+    while _still_running(record) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _still_running(record):
+        os.kill(record.pid, signal.SIGKILL)
+        while _still_running(record):
+            time.sleep(0.05)
+    _record_path(name).unlink(missing_ok=True)
+    return True
+
+
+def _still_running(record: Record) -> bool:
+    # A process this interpreter started stays a zombie until reaped; reap it if it is ours.
+    try:
+        os.waitpid(record.pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    return record.alive
+
+
+def _record_path(name: str) -> Path:
+    return RUN_DIR / f"{name}.json"

@@ -1,0 +1,185 @@
+"""The three OpenSandbox servers the tests choose from, each with its own config, HOME and log.
+
+All three share one Docker engine. The server treats every container labelled
+``opensandbox.io/id`` as its own (it lists them, and expires them at start-up), so each server
+also sees the others' sandboxes. That is harmless here: tests address sandboxes by id, and every
+sandbox they create has a timeout long past the run.
+"""
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+from tests.stack import images, processes
+from tests.stack.paths import API_KEY_FILE, SERVER_REQUIREMENTS, SERVER_VENV, STACK_DIR
+
+HOST = "127.0.0.1"
+SERVER_VERSION = "1.1.1"
+HEALTH_WAIT_SECONDS = 60
+# Each sandbox takes two or three host ports; the server insists on a range of at least 100.
+PORTS_PER_SERVER = 200
+FIRST_SANDBOX_PORT = 41000
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    port: int
+    egress_mode: str | None  # None: no [egress] section, so network policies are refused
+    index: int
+
+    @property
+    def slug(self) -> str:
+        return self.name.replace("+", "-")
+
+    @property
+    def directory(self):
+        return STACK_DIR / "servers" / self.slug
+
+    @property
+    def process_name(self) -> str:
+        return f"server-{self.slug}"
+
+    def config(self, api_key: str) -> str:
+        low = FIRST_SANDBOX_PORT + self.index * PORTS_PER_SERVER
+        text = f"""\
+# Written by `python -m tests.stack up`; regenerated on every start.
+[server]
+host = "{HOST}"  # loopback only: the sandbox proxy route needs no API key
+port = {self.port}
+api_key = "{api_key}"
+max_sandbox_timeout_seconds = 86400
+
+[log]
+level = "INFO"
+
+[runtime]
+type = "docker"
+execd_image = "{images.EXECD_IMAGE}"
+
+[docker]
+network_mode = "bridge"  # the default, host, makes every sandbox's execd share one port
+publish_host = "{HOST}"
+port_range_min = {low}
+port_range_max = {low + PORTS_PER_SERVER - 1}
+
+[ingress]
+mode = "direct"
+
+[store]
+type = "sqlite"
+path = "{self.directory / "home" / "opensandbox.db"}"
+"""
+        if self.egress_mode:
+            text += f"""
+[egress]
+image = "{images.EGRESS_IMAGE}"
+mode = "{self.egress_mode}"
+"""
+        return text
+
+
+SERVERS = (
+    ServerSpec("plain", 18090, None, 0),
+    ServerSpec("dns", 18091, "dns", 1),
+    ServerSpec("dns+nft", 18092, "dns+nft", 2),
+)
+
+
+def api_key() -> str:
+    """The stack's API key: random, made once per machine, never committed."""
+    if not API_KEY_FILE.exists():
+        API_KEY_FILE.parent.mkdir(parents=True, exist_ok=True)
+        API_KEY_FILE.write_text(secrets.token_urlsafe(24))
+        API_KEY_FILE.chmod(0o600)
+    return API_KEY_FILE.read_text().strip()
+
+
+def ensure_server_venv() -> bool:
+    """Installs the pinned server in its own venv (its pins clash with Airflow's). True if done."""
+    stamp = SERVER_VENV / ".synced"
+    wanted = hashlib.sha256(SERVER_REQUIREMENTS.read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == wanted:
+        return False
+    uv = shutil.which("uv")
+    if uv is None:
+        raise RuntimeError("Installing the OpenSandbox server needs uv; run `make setup` first.")
+    venv, python, pins = str(SERVER_VENV), str(SERVER_VENV / "bin" / "python"), SERVER_REQUIREMENTS
+    subprocess.run([uv, "venv", "-q", "--allow-existing", "--python", "python3", venv], check=True)
+    subprocess.run([uv, "pip", "sync", "-q", "--python", python, str(pins)], check=True)
+    stamp.write_text(wanted)
+    return True
+
+
+def ensure_servers(key: str) -> list[ServerSpec]:
+    """Starts every server that is not running with its current config and execd image.
+
+    The server copies the execd files out of its image once per process, so a server started
+    before the execd image changed is restarted. The servers start side by side; returns those
+    this call started.
+    """
+    execd_image_id = images.image_id(images.EXECD_IMAGE)
+    started = []
+    for spec in SERVERS:
+        config = spec.config(key)
+        fingerprint = _fingerprint(config, execd_image_id)
+        running = processes.find(spec.process_name)
+        if running is not None and running.fingerprint == fingerprint:
+            continue
+        if running is not None:
+            processes.stop(spec.process_name)
+        _launch(spec, config, fingerprint)
+        started.append(spec)
+    for spec in started:
+        _wait_healthy(spec)
+    return started
+
+
+def stop_server(spec: ServerSpec) -> bool:
+    return processes.stop(spec.process_name)
+
+
+def is_running(spec: ServerSpec) -> bool:
+    return processes.find(spec.process_name) is not None
+
+
+def _launch(spec: ServerSpec, config: str, fingerprint: str) -> None:
+    home = spec.directory / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    config_path = spec.directory / "config.toml"
+    config_path.write_text(config)
+    config_path.chmod(0o600)  # it holds the API key
+    # HOME holds the server's metadata patches and renewals; one per server keeps them apart.
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("OPENSANDBOX_SERVER_API_KEY", None)  # it would override the key in the config
+    argv = [str(SERVER_VENV / "bin" / "opensandbox-server"), "--config", str(config_path)]
+    processes.start(spec.process_name, argv, env=env, fingerprint=fingerprint)
+
+
+def _wait_healthy(spec: ServerSpec) -> None:
+    deadline = time.monotonic() + HEALTH_WAIT_SECONDS
+    url = f"http://{HOST}:{spec.port}/health"
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if processes.find(spec.process_name) is None or time.monotonic() > deadline:
+            raise RuntimeError(
+                f"The {spec.name!r} OpenSandbox server did not become healthy on port {spec.port}; "
+                f"read its log, {processes.log_file(spec.process_name)}."
+            )
+        time.sleep(0.2)
+
+
+def _fingerprint(config: str, execd_image_id: str) -> str:
+    return hashlib.sha256(json.dumps([config, execd_image_id]).encode()).hexdigest()[:16]

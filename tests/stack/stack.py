@@ -1,0 +1,104 @@
+"""Brings the whole stack up or down: engine, images, resolver, servers, then the state file."""
+
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from tests.stack import engine, images, nameserver, servers
+from tests.stack.resolver import DEFAULT_ZONE
+from tests.stack.servers import ServerSpec
+from tests.stack.state import ServerInfo, StackState, read_state, remove_state, write_state
+
+
+@dataclass
+class Started:
+    """What one `up` started, so that `run` can stop exactly that and nothing else."""
+
+    engine: bool = False
+    resolver: bool = False
+    servers: list[ServerSpec] = field(default_factory=list)
+
+
+def up() -> Started:
+    started = Started()
+    with _step("host packages") as note:
+        note(", ".join(engine.ensure_host_packages()) or "present")
+    with _step("docker engine") as note:
+        started.engine = engine.ensure_engine()
+        note("started" if started.engine else "answering")
+    with _step("images") as note:
+        note("built " + ", ".join(built) if (built := images.ensure_images()) else "up to date")
+    with _step("server venv") as note:
+        note("installed" if servers.ensure_server_venv() else "up to date")
+    with _step("resolver") as note:
+        started.resolver = nameserver.ensure_resolver()
+        note("started" if started.resolver else "running")
+    key = servers.api_key()
+    with _step("servers") as note:
+        started.servers = servers.ensure_servers(key)
+        note(", ".join(f"{spec.name} on {spec.port}" for spec in started.servers) or "running")
+    write_state(_state(key))
+    return started
+
+
+def restart_servers() -> None:
+    for spec in servers.SERVERS:
+        servers.stop_server(spec)
+    up()
+
+
+def down() -> None:
+    stop(Started(engine=True, resolver=True, servers=list(servers.SERVERS)))
+
+
+def stop(started: Started) -> None:
+    """Stops what ``started`` names; a process this stack did not record is never touched."""
+    for spec in started.servers:
+        servers.stop_server(spec)
+    if not any(servers.is_running(spec) for spec in servers.SERVERS):
+        remove_state()
+    if started.resolver:
+        nameserver.stop_resolver()
+    if started.engine:
+        engine.stop_engine()
+
+
+def status() -> str:
+    state = read_state()
+    lines = []
+    for info in state.servers.values():
+        running = "up" if _spec(info.name) and servers.is_running(_spec(info.name)) else "DOWN"
+        lines += [
+            f"{info.name} ({running}; egress: {info.egress_mode or 'none'})",
+            f"  host: {info.host}",
+            f"  port: {info.port}",
+            "  schema: http",
+            f"  password (API key): {info.api_key}",
+        ]
+        for variable, value in info.airflow_connection_env("opensandbox_default").items():
+            lines.append(f"  as Airflow sees it: {variable}='{value}'")
+    lines.append(f"sandbox image: {state.sandbox_image}; resolver: {state.bridge_ip}:53")
+    return "\n".join(lines)
+
+
+def _state(key: str) -> StackState:
+    infos = {
+        spec.name: ServerInfo(spec.name, servers.HOST, spec.port, key, spec.egress_mode)
+        for spec in servers.SERVERS
+    }
+    resolver = {"host": engine.BRIDGE_IP, "port": nameserver.PORT, "zone": dict(DEFAULT_ZONE)}
+    return StackState(infos, images.SANDBOX_IMAGE, engine.BRIDGE_IP, resolver)
+
+
+def _spec(name: str) -> ServerSpec | None:
+    return next((spec for spec in servers.SERVERS if spec.name == name), None)
+
+
+@contextmanager
+def _step(name: str):
+    """Times one step of `up` and prints it, so a slow start shows where the time went."""
+    notes = []
+    begin = time.monotonic()
+    yield notes.append
+    print(f"stack: {name}: {' '.join(notes)} ({time.monotonic() - begin:.1f} s)", file=sys.stderr)

@@ -1,0 +1,95 @@
+"""``.stack/state.json``: what a running stack offers, written by ``up`` and read by the tests.
+
+The file names the servers (with their API key), the sandbox image, the bridge address and the
+resolver's zone, so tests never hard-code a port or a key.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tests.stack.paths import STATE_FILE
+
+if TYPE_CHECKING:
+    from opensandbox.config.connection_sync import ConnectionConfigSync
+
+CONN_TYPE = "opensandbox"
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """One OpenSandbox server of the stack, and how a client reaches it."""
+
+    name: str
+    host: str
+    port: int
+    api_key: str
+    egress_mode: str | None
+
+    @property
+    def domain(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def connection_config(self, **overrides: Any) -> ConnectionConfigSync:
+        """A fresh SDK connection config: each SandboxSync owns and closes its transport."""
+        from opensandbox.config.connection_sync import ConnectionConfigSync
+
+        options = {"domain": self.domain, "api_key": self.api_key, "protocol": "http"}
+        return ConnectionConfigSync(**{**options, **overrides})
+
+    def airflow_connection_env(self, conn_id: str, **extra: Any) -> dict[str, str]:
+        """The environment variable that defines an Airflow connection to this server."""
+        connection = {
+            "conn_type": CONN_TYPE,
+            "host": self.host,
+            "port": self.port,
+            "schema": "http",
+            "password": self.api_key,
+        }
+        if extra:
+            connection["extra"] = extra
+        return {f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(connection)}
+
+
+@dataclass(frozen=True)
+class StackState:
+    servers: dict[str, ServerInfo]
+    sandbox_image: str
+    bridge_ip: str
+    resolver: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        servers = {name: _without_name(asdict(info)) for name, info in self.servers.items()}
+        return json.dumps({**asdict(self), "servers": servers}, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> StackState:
+        data = json.loads(text)
+        servers = {name: ServerInfo(name=name, **info) for name, info in data["servers"].items()}
+        return cls(servers, data["sandbox_image"], data["bridge_ip"], data["resolver"])
+
+
+def read_state() -> StackState:
+    try:
+        return StackState.from_json(STATE_FILE.read_text())
+    except FileNotFoundError:
+        raise RuntimeError(
+            "The local OpenSandbox stack is not up (no .stack/state.json). "
+            "Start it with `make stack-up`, then run the tests again."
+        ) from None
+
+
+def write_state(state: StackState) -> None:
+    STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
+    STATE_FILE.write_text(state.to_json())
+    STATE_FILE.chmod(0o600)  # it holds the API key
+
+
+def remove_state() -> None:
+    STATE_FILE.unlink(missing_ok=True)
+
+
+def _without_name(info: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in info.items() if key != "name"}
