@@ -1,0 +1,163 @@
+"""
+Common-ai's sandbox tags <-> OpenSandbox metadata, losslessly.
+
+OpenSandbox keeps metadata under Kubernetes label rules: a value is at most 63
+characters of ``[A-Za-z0-9-_.]``, alphanumeric at both ends. The tags common-ai
+reads back for attaching do not fit: an owner is ``<dag_id>/<run_id>``, a holder adds
+``/<task_id>[<map_index>]``, the network stamp is JSON, and any of them can outgrow
+63 characters. So each tag is stored as
+
+* a header key ``airflow-tag/<name>`` whose value is ``<chunk count>.<crc32 hex>``, and
+* chunk keys ``airflow-tag/<name>.0``, ``.1``, ... holding the escaped value.
+
+The escaping keeps letters, digits, ``-`` and ``_`` as they are and writes every other
+byte of the UTF-8 value as ``.XX`` (hex), so an owner such as
+``my_dag.2Fmanual__2026-01-01T00.3A00...`` stays legible in ``docker inspect`` and an
+operator can still filter sandboxes on it. Every chunk starts with ``v``, because an
+escape would otherwise open it with ``.``.
+
+Every key this module writes sits under the ``airflow-tag/`` prefix, which is how it
+tells its own keys from metadata written by anyone else: it never reads, rewrites or
+removes any other key.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import zlib
+from collections.abc import Mapping
+
+PREFIX = "airflow-tag/"
+"""Every metadata key holding a tag starts with this, and no other key does."""
+
+# A value is at most 63 characters (OpenSandbox's label rule); one goes to the lead.
+_CHUNK_BODY = 62
+_LEAD = "v"
+_ESCAPE = "."
+# Written as themselves anywhere in a chunk except its last character.
+_INNER_ONLY = frozenset("-_")
+_ALNUM = frozenset(string.ascii_letters + string.digits)
+# A tag name becomes a key name with ``.<index>`` appended, and a key name is at most
+# 63 characters; 56 leaves room for a million chunks.
+_NAME = re.compile(r"[a-z0-9]([a-z0-9_]{0,54}[a-z0-9])?")
+_HEADER = re.compile(r"(0|[1-9][0-9]*)\.([0-9a-f]{8})")
+_ESCAPED_BYTE = re.compile(r"\.([0-9A-F]{2})")
+
+
+class DamagedTagError(ValueError):
+    """The metadata holding a tag is not what :func:`encode` writes."""
+
+
+def encode(tags: Mapping[str, str]) -> dict[str, str]:
+    """Return the metadata entries that store ``tags``."""
+    metadata: dict[str, str] = {}
+    for name, value in tags.items():
+        if not _NAME.fullmatch(name):
+            raise ValueError(
+                f"Tag name {name!r} cannot be stored as sandbox metadata: use 1 to 56 lowercase "
+                "letters, digits and underscores, starting and ending with a letter or digit."
+            )
+        chunks = _chunks(value)
+        metadata[PREFIX + name] = f"{len(chunks)}.{_checksum(value)}"
+        for index, chunk in enumerate(chunks):
+            metadata[f"{PREFIX}{name}.{index}"] = chunk
+    return metadata
+
+
+def decode(metadata: Mapping[str, str]) -> dict[str, str]:
+    """
+    Return the tags stored in ``metadata``, ignoring every key outside the prefix.
+
+    A chunk left over from an earlier, longer value is ignored: the header says how
+    many belong to the value. Raises :class:`DamagedTagError` when a header, a chunk or
+    the checksum does not hold up, which only a writer other than :func:`encode` causes.
+    """
+    tags: dict[str, str] = {}
+    for key, header in metadata.items():
+        name = key.removeprefix(PREFIX)
+        if name == key or "." in name:
+            continue
+        match = _HEADER.fullmatch(header)
+        if match is None:
+            raise DamagedTagError(f"Metadata key {key!r} holds {header!r}, not a tag header.")
+        count, checksum = int(match[1]), match[2]
+        raw = b"".join(_unescape(metadata, f"{key}.{index}") for index in range(count))
+        try:
+            value = raw.decode()
+        except UnicodeDecodeError as e:
+            raise DamagedTagError(
+                f"The chunks of metadata key {key!r} do not decode to text."
+            ) from e
+        if _checksum(value) != checksum:
+            raise DamagedTagError(
+                f"The chunks of metadata key {key!r} do not match its checksum; something other "
+                "than this backend rewrote some of them."
+            )
+        tags[name] = value
+    return tags
+
+
+def patch(current: Mapping[str, str], tags: Mapping[str, str]) -> dict[str, str | None]:
+    """
+    Return the JSON merge patch that turns the tags in ``current`` into exactly ``tags``.
+
+    Keys already holding the right value are left out, so an unchanged tag costs nothing,
+    and every key of ours that the new tags no longer use is deleted with ``None``,
+    including chunks a damaged or interleaved write left behind.
+    """
+    wanted = encode(tags)
+    changes: dict[str, str | None] = {
+        key: value for key, value in wanted.items() if current.get(key) != value
+    }
+    for key in current:
+        if key.startswith(PREFIX) and key not in wanted:
+            changes[key] = None
+    return changes
+
+
+def _chunks(value: str) -> list[str]:
+    chunks: list[str] = []
+    body = ""
+    for byte in value.encode():
+        char = chr(byte)
+        token = char if char in _ALNUM or char in _INNER_ONLY else f"{_ESCAPE}{byte:02X}"
+        # A literal ``-`` or ``_`` reserves the room its escape needs, in case it ends the chunk.
+        room = 3 if char in _INNER_ONLY else len(token)
+        if len(body) + room > _CHUNK_BODY:
+            chunks.append(_close(body))
+            body = ""
+        body += token
+    if body:
+        chunks.append(_close(body))
+    return chunks
+
+
+def _close(body: str) -> str:
+    if body[-1] in _INNER_ONLY:
+        body = f"{body[:-1]}{_ESCAPE}{ord(body[-1]):02X}"
+    return _LEAD + body
+
+
+def _unescape(metadata: Mapping[str, str], key: str) -> bytes:
+    chunk = metadata.get(key)
+    if chunk is None or not chunk.startswith(_LEAD):
+        raise DamagedTagError(f"Metadata key {key!r} is missing or is not a tag chunk.")
+    body = chunk[len(_LEAD) :]
+    raw = bytearray()
+    position = 0
+    while position < len(body):
+        escaped = _ESCAPED_BYTE.match(body, position)
+        if escaped:
+            raw.append(int(escaped[1], 16))
+            position = escaped.end()
+        elif body[position] in _ALNUM or body[position] in _INNER_ONLY:
+            raw.append(ord(body[position]))
+            position += 1
+        else:
+            raise DamagedTagError(f"Metadata key {key!r} holds {chunk!r}, not a tag chunk.")
+    return bytes(raw)
+
+
+def _checksum(value: str) -> str:
+    return f"{zlib.crc32(value.encode()):08x}"
