@@ -1,0 +1,79 @@
+"""Fixtures for tests against the local OpenSandbox stack, and the run-wide leak check.
+
+Only tests that request a stack fixture touch Docker or the servers, so unit tests run anywhere.
+"""
+
+import os
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.stack import leaks
+from tests.stack.state import ServerInfo, StackState, read_state
+
+STACK_FIXTURES = {"stack", "plain_server", "dns_server", "dns_nft_server"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The SDK otherwise posts telemetry to the server after every create.
+    os.environ["OPENSANDBOX_DISABLE_METRICS"] = "1"
+
+
+@pytest.fixture(scope="session")
+def stack() -> StackState:
+    """The running stack; a test that needs it fails (never skips) when it is not up."""
+    try:
+        state = read_state()
+    except RuntimeError as error:
+        pytest.fail(str(error))
+    for server in state.servers.values():
+        try:
+            urllib.request.urlopen(f"http://{server.domain}/health", timeout=5).close()
+        except (urllib.error.URLError, OSError) as error:
+            pytest.fail(
+                f"The {server.name!r} OpenSandbox server of the stack does not answer on "
+                f"{server.domain} ({error}). Start the stack with `make stack-up`."
+            )
+    return state
+
+
+@pytest.fixture(scope="session")
+def plain_server(stack: StackState) -> ServerInfo:
+    """The server without an egress sidecar: it refuses network policies."""
+    return stack.servers["plain"]
+
+
+@pytest.fixture(scope="session")
+def dns_server(stack: StackState) -> ServerInfo:
+    """The server whose egress sidecar filters names only."""
+    return stack.servers["dns"]
+
+
+@pytest.fixture(scope="session")
+def dns_nft_server(stack: StackState) -> ServerInfo:
+    """The server whose egress sidecar filters names and addresses."""
+    return stack.servers["dns+nft"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leaked_sandboxes(request: pytest.FixtureRequest):
+    """Fails the run if a container, volume or network OpenSandbox made here outlives it.
+
+    It compares with what existed at the start, so another run on the same engine at the same
+    time can make it fail too: run the stack suites one at a time.
+    """
+    uses_stack = any(STACK_FIXTURES & set(item.fixturenames) for item in request.session.items)
+    if not uses_stack:
+        yield
+        return
+    before = leaks.opensandbox_resources()
+    yield
+    left = leaks.leftovers(before)
+    if left:
+        pytest.fail(
+            "These OpenSandbox resources were created during the run and never removed: "
+            + ", ".join(map(str, left))
+            + ". Destroy every sandbox a test creates (a try/finally or a fixture).",
+            pytrace=False,
+        )

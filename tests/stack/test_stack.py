@@ -1,0 +1,223 @@
+"""The local stack is what the suite takes it for: real servers, local images, our resolver.
+
+Every test goes through the real ``opensandbox`` SDK to a real server, and checks the outcome on
+the Docker engine itself where the SDK cannot see it.
+"""
+
+import json
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import pytest
+from opensandbox import SandboxSync
+from opensandbox.exceptions import SandboxApiException
+from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
+
+from tests.stack.state import ServerInfo, StackState
+
+SERVERS = ["plain", "dns", "dns+nft"]
+MINIMUM_TIMEOUT = timedelta(seconds=60)  # the server refuses anything shorter (422)
+EXPIRY_BOUND_SECONDS = 150  # a sandbox past its expiry that is still here is a failure, not a hang
+
+
+@contextmanager
+def sandbox(server: ServerInfo, **options) -> Iterator[SandboxSync]:
+    sb = SandboxSync.create(
+        "python:3.12-slim", connection_config=server.connection_config(), **options
+    )
+    try:
+        yield sb
+    finally:
+        _destroy_unless_gone(sb)
+
+
+def _destroy_unless_gone(sb: SandboxSync) -> None:
+    try:
+        sb.destroy()
+    except SandboxApiException as error:
+        if error.status_code != 404:
+            raise
+
+
+def containers_of(sandbox_id: str) -> list[str]:
+    return docker(
+        "ps", "-a", "--format", "{{.Names}}", "--filter", f"label=opensandbox.io/id={sandbox_id}"
+    ).split()
+
+
+def docker(*args: str) -> str:
+    return subprocess.run(["docker", *args], check=True, capture_output=True, text=True).stdout
+
+
+def get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
+
+
+@pytest.mark.parametrize("name", SERVERS)
+def test_every_server_is_healthy_and_is_opensandbox_1_1_1(stack: StackState, name: str):
+    server = stack.servers[name]
+
+    assert get_json(f"http://{server.domain}/health") == {"status": "healthy"}
+    assert get_json(f"http://{server.domain}/version") == {"version": "1.1.1"}
+
+
+def test_a_wrong_api_key_is_refused_with_401(plain_server: ServerInfo):
+    config = plain_server.connection_config(api_key="not-the-key")
+
+    with pytest.raises(SandboxApiException) as refused:
+        SandboxSync.create("python:3.12-slim", connection_config=config)
+
+    assert refused.value.status_code == 401
+    assert refused.value.error.code == "INVALID_API_KEY"
+
+
+@pytest.mark.parametrize("name", SERVERS)
+def test_a_sandbox_runs_the_local_image_and_is_gone_after_destroy(stack: StackState, name: str):
+    with sandbox(stack.servers[name]) as sb:
+        (container,) = containers_of(sb.id)
+        image = docker("inspect", "--format", "{{.Image}}", container).strip()
+        assert (
+            image == docker("image", "inspect", "--format", "{{.Id}}", stack.sandbox_image).strip()
+        )
+        assert sb.get_info().status.state == "Running"
+        assert sb.is_healthy()
+        sb.destroy()
+
+        assert containers_of(sb.id) == []
+
+
+def test_destroying_a_sandbox_twice_answers_404(plain_server: ServerInfo):
+    with sandbox(plain_server) as sb:
+        sb.destroy()
+
+        with pytest.raises(SandboxApiException) as second:
+            sb.destroy()
+
+    assert second.value.status_code == 404
+    assert second.value.error.code == "DOCKER::SANDBOX_NOT_FOUND"
+
+
+def test_a_network_policy_is_refused_by_a_server_without_egress(plain_server: ServerInfo):
+    policy = NetworkPolicy(
+        defaultAction="deny", egress=[NetworkRule(action="allow", target="allowed.test")]
+    )
+
+    with pytest.raises(SandboxApiException) as refused:
+        SandboxSync.create(
+            "python:3.12-slim",
+            network_policy=policy,
+            connection_config=plain_server.connection_config(),
+        )
+
+    assert refused.value.status_code == 400
+    assert refused.value.error.code == "SANDBOX::INVALID_PARAMETER"
+    assert refused.value.error.message == (
+        "egress.image must be configured when networkPolicy is provided."
+    )
+
+
+@pytest.mark.parametrize("name", SERVERS)
+def test_sandboxes_resolve_names_only_through_our_resolver(stack: StackState, name: str):
+    with sandbox(stack.servers[name]) as sb:
+        (container,) = containers_of(sb.id)
+        resolv_conf = docker("exec", container, "cat", "/etc/resolv.conf")
+
+    nameservers = [
+        line.split()[1] for line in resolv_conf.splitlines() if line.startswith("nameserver")
+    ]
+    assert nameservers == [stack.resolver["host"]]
+
+
+@pytest.mark.slow
+def test_expiry_removes_the_container(plain_server: ServerInfo):
+    with sandbox(plain_server, timeout=MINIMUM_TIMEOUT) as sb:
+        expires_at = sb.get_info().expires_at
+        deadline = time.monotonic() + EXPIRY_BOUND_SECONDS
+        while containers_of(sb.id) and time.monotonic() < deadline:
+            time.sleep(1)
+
+        assert containers_of(sb.id) == [], f"the sandbox expiring at {expires_at} is still there"
+        with pytest.raises(SandboxApiException) as gone:
+            sb.get_info()
+        assert gone.value.status_code == 404
+
+
+@pytest.fixture(scope="module")
+def labelled(stack: StackState) -> Iterator[SandboxSync]:
+    """One sandbox for all metadata tests; each of them uses keys of its own."""
+    with sandbox(stack.servers["plain"], metadata={"team": "stack", "run": "r1"}) as sb:
+        yield sb
+
+
+class TestMetadata:
+    """Sandbox metadata follows Kubernetes label rules; PATCH merges, and None deletes a key."""
+
+    def test_create_time_metadata_reads_back(self, labelled: SandboxSync):
+        metadata = labelled.get_info().metadata
+
+        assert metadata["team"] == "stack"
+        assert metadata["run"] == "r1"
+
+    def test_patch_replaces_adds_and_none_deletes(self, labelled: SandboxSync):
+        labelled.patch_metadata({"replaced": "old", "deleted": "soon"})
+
+        labelled.patch_metadata({"replaced": "new", "added": "yes", "deleted": None})
+
+        metadata = labelled.get_info().metadata
+        assert metadata["replaced"] == "new"
+        assert metadata["added"] == "yes"
+        assert "deleted" not in metadata
+        assert metadata["team"] == "stack", "a key the patch does not name is kept"
+
+    @pytest.mark.parametrize(
+        ("key", "value"),
+        [
+            ("my_key", "my_value"),
+            ("a.b.c", "v-1"),
+            ("UPPER", "VALUE"),
+            ("example.com/team", "x"),
+            ("k" * 63, "v" * 63),
+            ("empty", ""),
+        ],
+    )
+    def test_label_shaped_metadata_is_accepted(self, labelled: SandboxSync, key: str, value: str):
+        labelled.patch_metadata({key: value})
+
+        assert labelled.get_info().metadata[key] == value
+
+    @pytest.mark.parametrize(
+        ("key", "value"),
+        [
+            ("spaces", "a b"),
+            ("slash", "a/b"),
+            ("colon", "a:b"),
+            ("leading-dash", "-ab"),
+            ("accent", "café"),
+            ("too-long", "v" * 64),
+            ("bad_prefix/team", "x"),
+            ("a.com/b/c", "x"),
+            ("_k", "x"),
+            ("k" * 64, "x"),
+        ],
+    )
+    def test_metadata_outside_label_rules_is_refused(
+        self, labelled: SandboxSync, key: str, value: str
+    ):
+        with pytest.raises(SandboxApiException) as refused:
+            labelled.patch_metadata({key: value})
+
+        assert refused.value.status_code == 400
+        assert refused.value.error.code == "SANDBOX::INVALID_METADATA_LABEL"
+        assert key not in labelled.get_info().metadata
+
+    def test_the_reserved_prefix_is_refused(self, labelled: SandboxSync):
+        with pytest.raises(SandboxApiException) as refused:
+            labelled.patch_metadata({"opensandbox.io/foo": "x"})
+
+        assert refused.value.status_code == 400
+        assert refused.value.error.code == "INVALID_METADATA_LABEL"
