@@ -1,0 +1,94 @@
+"""
+Sandbox lifetimes as leases: renewed while this process holds a sandbox, left to lapse after.
+
+OpenSandbox ends a sandbox at its expiry time, and its renew API moves that time to
+now plus a duration. Renewing from a daemon thread while a holder (the toolset that
+created the sandbox, or the task attached to it) is at work turns the server-side
+lifetime into a lease: a run may go on for as long as it needs, and when the worker
+dies the renewals die with it and the server reclaims the sandbox within one lease,
+without anything on the worker having to clean up.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
+
+log = logging.getLogger(__name__)
+
+# Renewing three times per lease lets two renewals in a row fail, a server restart or a
+# network blip, before the sandbox expires under a live holder.
+RENEWALS_PER_LEASE = 3
+
+
+class Leases:
+    """
+    The sandboxes this process holds, each renewed on a daemon thread until dropped.
+
+    ``renew`` moves one sandbox's expiry to now plus the lease and raises
+    :class:`SandboxTerminalError` once the sandbox is gone, which ends its renewals;
+    any other failure is logged and retried at the next renewal.
+    """
+
+    def __init__(self, renew: Callable[[str], None], *, lease: float) -> None:
+        self._renew = renew
+        self.interval = lease / RENEWALS_PER_LEASE
+        self._held: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def hold(self, sandbox: str) -> None:
+        """
+        Renew ``sandbox`` now, then keep renewing it until :meth:`drop`.
+
+        Renewing before returning means a holder that arrives late in the sandbox's life,
+        an agent task attaching just before the provisioned expiry, starts with a whole
+        lease. Holding a sandbox already held renews it and keeps the one thread.
+        """
+        self._renew(sandbox)
+        with self._lock:
+            if sandbox in self._held:
+                return
+            stop = self._held[sandbox] = threading.Event()
+        threading.Thread(
+            target=self._keep,
+            args=(sandbox, stop),
+            name=f"opensandbox-lease-{sandbox}",
+            daemon=True,
+        ).start()
+
+    def drop(self, sandbox: str) -> None:
+        """Stop renewing ``sandbox``; from here its expiry is whatever the last renewal set."""
+        with self._lock:
+            stop = self._held.pop(sandbox, None)
+        if stop is not None:
+            stop.set()
+
+    def held(self) -> frozenset[str]:
+        """The sandboxes being renewed right now."""
+        with self._lock:
+            return frozenset(self._held)
+
+    def _keep(self, sandbox: str, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            try:
+                self._renew(sandbox)
+            except SandboxTerminalError:
+                log.info("Sandbox %s has ended; no longer renewing its lease", sandbox)
+                self._forget(sandbox, stop)
+                return
+            except Exception:
+                log.warning(
+                    "Could not renew the lease on sandbox %s; trying again in %.0fs",
+                    sandbox,
+                    self.interval,
+                    exc_info=True,
+                )
+
+    def _forget(self, sandbox: str, stop: threading.Event) -> None:
+        # Only this thread's own entry: a new hold of the same sandbox may have replaced it.
+        with self._lock:
+            if self._held.get(sandbox) is stop:
+                del self._held[sandbox]

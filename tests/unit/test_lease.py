@@ -1,0 +1,144 @@
+"""The lease keeper on its own, with a renew callable that records what it is asked to do."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
+
+from opensandbox_provider.sandbox._lease import RENEWALS_PER_LEASE, Leases
+
+# Short enough that a renewal comes every 0.1 s; the bound below keeps any wait finite.
+LEASE = 0.3
+WAIT_BOUND = 10.0
+
+
+class Renewals:
+    """Counts renewals per sandbox and can be told to fail."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.failure: Exception | None = None
+        self._changed = threading.Condition()
+
+    def __call__(self, sandbox: str) -> None:
+        with self._changed:
+            self.calls.append(sandbox)
+            self._changed.notify_all()
+        if self.failure is not None:
+            raise self.failure
+
+    def count(self, sandbox: str) -> int:
+        with self._changed:
+            return self.calls.count(sandbox)
+
+    def wait_for(self, sandbox: str, count: int) -> None:
+        with self._changed:
+            assert self._changed.wait_for(
+                lambda: self.calls.count(sandbox) >= count, timeout=WAIT_BOUND
+            ), f"{sandbox} was renewed {self.calls.count(sandbox)} times, expected {count}"
+
+
+def lease_threads(sandbox: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"opensandbox-lease-{sandbox}"]
+
+
+def wait_until_no_thread(sandbox: str) -> None:
+    deadline = time.monotonic() + WAIT_BOUND
+    while lease_threads(sandbox) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not lease_threads(sandbox)
+
+
+@pytest.fixture
+def renewals():
+    return Renewals()
+
+
+@pytest.fixture
+def leases(renewals):
+    keeper = Leases(renewals, lease=LEASE)
+    yield keeper
+    for sandbox in keeper.held():
+        keeper.drop(sandbox)
+        wait_until_no_thread(sandbox)
+
+
+def test_the_lease_is_renewed_several_times_per_lease_length(leases):
+    assert leases.interval == pytest.approx(LEASE / RENEWALS_PER_LEASE)
+
+
+def test_holding_renews_before_it_returns(leases, renewals):
+    leases.hold("sb-1")
+    assert renewals.count("sb-1") >= 1
+
+
+def test_a_held_sandbox_keeps_being_renewed(leases, renewals):
+    leases.hold("sb-1")
+    renewals.wait_for("sb-1", 4)
+    assert leases.held() == {"sb-1"}
+
+
+def test_dropping_stops_the_renewals(leases, renewals):
+    leases.hold("sb-1")
+    renewals.wait_for("sb-1", 2)
+    leases.drop("sb-1")
+    wait_until_no_thread("sb-1")
+    after_drop = renewals.count("sb-1")
+    time.sleep(5 * leases.interval)
+    assert renewals.count("sb-1") == after_drop
+    assert leases.held() == frozenset()
+
+
+def test_dropping_one_sandbox_leaves_the_others_renewed(leases, renewals):
+    leases.hold("sb-1")
+    leases.hold("sb-2")
+    leases.drop("sb-1")
+    before = renewals.count("sb-2")
+    renewals.wait_for("sb-2", before + 2)
+    assert leases.held() == {"sb-2"}
+
+
+def test_a_sandbox_that_has_ended_is_no_longer_renewed(leases, renewals):
+    leases.hold("sb-1")
+    renewals.failure = SandboxTerminalError("gone")
+    wait_until_no_thread("sb-1")
+    assert leases.held() == frozenset()
+
+
+def test_a_failed_renewal_is_tried_again(leases, renewals, caplog):
+    leases.hold("sb-1")
+    renewals.failure = ConnectionError("server restarting")
+    renewals.wait_for("sb-1", 3)
+    renewals.failure = None
+    renewals.wait_for("sb-1", renewals.count("sb-1") + 2)
+    assert leases.held() == {"sb-1"}
+    assert "Could not renew the lease on sandbox sb-1" in caplog.text
+
+
+def test_a_first_renewal_that_fails_is_raised_and_nothing_is_held(leases, renewals):
+    renewals.failure = SandboxTerminalError("gone")
+    with pytest.raises(SandboxTerminalError):
+        leases.hold("sb-1")
+    assert leases.held() == frozenset()
+    assert not lease_threads("sb-1")
+
+
+def test_holding_twice_renews_again_on_one_thread(leases, renewals):
+    leases.hold("sb-1")
+    first = renewals.count("sb-1")
+    leases.hold("sb-1")
+    assert renewals.count("sb-1") > first
+    assert len(lease_threads("sb-1")) == 1
+
+
+def test_renewals_run_on_daemon_threads_so_they_die_with_the_worker(leases):
+    leases.hold("sb-1")
+    assert [thread.daemon for thread in lease_threads("sb-1")] == [True]
+
+
+def test_dropping_a_sandbox_never_held_does_nothing(leases):
+    leases.drop("sb-unknown")
+    assert leases.held() == frozenset()
