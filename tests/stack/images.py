@@ -67,13 +67,19 @@ EGRESS = DerivedImage(
 
 def ensure_images() -> list[str]:
     """Builds whichever image is missing or stale; returns the tags it built."""
+    before = {tag: image_id(tag) for tag in (SANDBOX_IMAGE, EXECD.tag, EGRESS.tag)}
     built = []
     if ensure_sandbox_image():
         built.append(SANDBOX_IMAGE)
-    base_id = image_id(SANDBOX_IMAGE)
+    base_id = image_id(SANDBOX_IMAGE) or ""
     for image in (EXECD, EGRESS):
         if ensure_derived_image(image, base_id):
             built.append(image.tag)
+    # A rebuilt tag leaves its predecessor behind untagged. Remove it, derived images first since
+    # they hold the old sandbox image as their parent; one a sandbox still runs on stays.
+    for tag in reversed(built):
+        if before[tag] is not None:
+            subprocess.run(["docker", "image", "rm", before[tag]], capture_output=True)
     return built
 
 
@@ -112,13 +118,11 @@ def ensure_derived_image(image: DerivedImage, base_id: str) -> bool:
     return True
 
 
-def image_id(tag: str) -> str:
-    return subprocess.run(
-        ["docker", "image", "inspect", "--format", "{{.Id}}", tag],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+def image_id(tag: str) -> str | None:
+    result = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True
+    )
+    return result.stdout.strip() if result.returncode == 0 else None
 
 
 def source_label(tag: str) -> str | None:

@@ -118,15 +118,15 @@ def ensure_server_venv() -> bool:
     return True
 
 
-def ensure_servers(key: str) -> list[ServerSpec]:
-    """Starts every server that is not running with its current config and execd image.
+def launch_servers(key: str) -> list[tuple[ServerSpec, bool]]:
+    """Launches every server not running with its current config and execd image.
 
     The server copies the execd files out of its image once per process, so a server started
-    before the execd image changed is restarted. The servers start side by side; returns those
-    this call started.
+    before the execd image changed is restarted. Returns (server, was it running before) for
+    each launch; the servers come up side by side, so wait with ``wait_healthy``.
     """
-    execd_image_id = images.image_id(images.EXECD_IMAGE)
-    started = []
+    execd_image_id = images.image_id(images.EXECD_IMAGE) or ""
+    launched = []
     for spec in SERVERS:
         config = spec.config(key)
         fingerprint = _fingerprint(config, execd_image_id)
@@ -136,10 +136,13 @@ def ensure_servers(key: str) -> list[ServerSpec]:
         if running is not None:
             processes.stop(spec.process_name)
         _launch(spec, config, fingerprint)
-        started.append(spec)
-    for spec in started:
+        launched.append((spec, running is not None))
+    return launched
+
+
+def wait_healthy(specs: list[ServerSpec]) -> None:
+    for spec in specs:
         _wait_healthy(spec)
-    return started
 
 
 def stop_server(spec: ServerSpec) -> bool:

@@ -21,7 +21,17 @@ class Started:
 
 
 def up() -> Started:
+    """Starts whatever part of the stack is not running; on failure, stops what it started."""
     started = Started()
+    try:
+        _bring_up(started)
+    except BaseException:
+        stop(started)
+        raise
+    return started
+
+
+def _bring_up(started: Started) -> None:
     with _step("host packages") as note:
         note(", ".join(engine.ensure_host_packages()) or "present")
     with _step("docker engine") as note:
@@ -36,10 +46,13 @@ def up() -> Started:
         note("started" if started.resolver else "running")
     key = servers.api_key()
     with _step("servers") as note:
-        started.servers = servers.ensure_servers(key)
-        note(", ".join(f"{spec.name} on {spec.port}" for spec in started.servers) or "running")
+        launched = servers.launch_servers(key)
+        # A server that ran before and was only restarted is not this call's to stop later.
+        started.servers = [spec for spec, was_running in launched if not was_running]
+        servers.wait_healthy([spec for spec, _ in launched])
+        news = [f"{'restarted' if again else 'started'} {spec.name}" for spec, again in launched]
+        note(", ".join(news) or "running")
     write_state(_state(key))
-    return started
 
 
 def restart_servers() -> None:
