@@ -54,6 +54,12 @@ pin-stack:
 docs: setup
 	$(PY) -m sphinx -q -W --keep-going -b html docs docs/_build/html
 
+# The local stack plus Airflow 3 (.airflow/demo), the system-test Dag run once, its log's key
+# lines, the UI address and the login; up until Ctrl-C. ONCE=1 exits after the run with the
+# run's state as the exit status; AIRFLOW_PORT=<port> picks the api-server's port.
+demo: stack-up
+	$(PY) -m tests.airflow_stack demo $(if $(ONCE),--once) $(if $(AIRFLOW_PORT),--port $(AIRFLOW_PORT))
+
 lint: setup
 	$(PY) -m ruff check src tests system_tests
 	$(PY) -m mypy src

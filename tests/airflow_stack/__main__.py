@@ -1,0 +1,77 @@
+"""``python -m tests.airflow_stack demo [--once]``: what ``make demo`` runs."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from tests.airflow_stack import components
+from tests.airflow_stack.home import AIRFLOW_DIR, REPO, AirflowSite
+from tests.airflow_stack.running import USERNAME, run_system_test, running_airflow
+from tests.stack.state import read_state
+
+
+def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def demo(*, once: bool, port: int | None, home: Path, timeout: float) -> int:
+    # The plain server runs no egress sidecar, which is what the system-test Dag's open spec needs.
+    server = read_state().servers["plain"]
+    site = AirflowSite.prepare(home, port=port)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    _say(f"Starting Airflow in {home.relative_to(REPO)} on port {site.port} ...")
+    try:
+        with running_airflow(site) as airflow:
+            _say(f"Airflow is up after {airflow.startup_seconds:.1f}s.")
+            _say(f"Triggering the system-test Dag against OpenSandbox at {server.domain} ...")
+            outcome = run_system_test(airflow, server, timeout=timeout)
+            _say(f"\nKey lines of the task log ({len(outcome.log)} lines in all):")
+            for line in outcome.story():
+                _say(f"  {line}")
+            _say(f"\nDag run {outcome.run_id}: {outcome.state} in {outcome.seconds:.1f}s")
+            _say(f"UI:    {site.base_url}")
+            _say(f"Log:   {airflow.task_url(outcome.run_id)}")
+            _say(f"Login: {USERNAME} / {airflow.password}")
+            if once:
+                return 0 if outcome.state == "success" else 1
+            _say("\nAirflow stays up until Ctrl-C.")
+            while not components.dead(site):
+                time.sleep(1.0)
+            _say(f"Airflow's {', '.join(components.dead(site))} exited; stopping the rest.")
+            return 1
+    except KeyboardInterrupt:
+        _say("\nStopping Airflow ...")
+        return 0
+    finally:
+        _say("Airflow stopped.")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.airflow_stack")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser(
+        "demo", help="start Airflow, run the system-test Dag, stay up until Ctrl-C"
+    )
+    run.add_argument(
+        "--once", action="store_true", help="exit after the run; exit status 0 on success"
+    )
+    run.add_argument(
+        "--port", type=int, default=None, help="api-server port (default: first free from 8080)"
+    )
+    run.add_argument("--home", type=Path, default=AIRFLOW_DIR / "demo", help="AIRFLOW_HOME to use")
+    run.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the Dag run")
+    args = parser.parse_args(argv)
+    return demo(once=args.once, port=args.port, home=args.home.resolve(), timeout=args.timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

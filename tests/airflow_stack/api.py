@@ -1,0 +1,108 @@
+"""The few calls of Airflow's REST API (v2) that the demo and the browser test make."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+FINISHED_RUN_STATES = frozenset({"success", "failed"})
+
+
+class AirflowApi:
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self._http = httpx.Client(base_url=base_url, timeout=30.0)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def healthy(self) -> bool:
+        """Whether the api-server answers and reports every other component healthy."""
+        try:
+            health = self._http.get("/api/v2/monitor/health").json()
+        except (httpx.HTTPError, ValueError):
+            return False
+        return all(
+            (health.get(part) or {}).get("status") == "healthy"
+            for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")
+        )
+
+    def log_in(self, username: str, password: str) -> str:
+        response = self._http.post("/auth/token", json={"username": username, "password": password})
+        response.raise_for_status()
+        token = response.json()["access_token"]
+        self._http.headers["Authorization"] = f"Bearer {token}"
+        return str(token)
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        response = self._http.request(method, path, **kwargs)
+        if response.is_error:
+            raise RuntimeError(
+                f"Airflow answered {method} {path} with HTTP {response.status_code}: "
+                f"{response.text}"
+            )
+        return response
+
+    def put_connection(self, connection: dict[str, Any]) -> None:
+        """Store the connection, replacing one of that id, so a re-run follows a restarted stack."""
+        path = f"/api/v2/connections/{quote(connection['connection_id'], safe='')}"
+        if self._http.get(path).status_code == 200:
+            self._call("DELETE", path)
+        self._call("POST", "/api/v2/connections", json=connection)
+
+    def test_connection(self, connection: dict[str, Any]) -> dict[str, Any]:
+        """What the connection form's Test button asks: ``{"status": bool, "message": str}``."""
+        return dict(self._call("POST", "/api/v2/connections/test", json=connection).json())
+
+    def import_errors(self) -> list[str]:
+        errors = self._call("GET", "/api/v2/importErrors").json()["import_errors"]
+        return [f"{error['filename']}: {error['stack_trace']}" for error in errors]
+
+    def dag_is_known(self, dag_id: str) -> bool:
+        return self._http.get(f"/api/v2/dags/{dag_id}").status_code == 200
+
+    def unpause(self, dag_id: str) -> None:
+        self._call("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": False})
+
+    def trigger(self, dag_id: str, run_id: str) -> None:
+        # logical_date is required by the schema but may be null (airflow-lab.md, pitfall P14).
+        self._call(
+            "POST",
+            f"/api/v2/dags/{dag_id}/dagRuns",
+            json={"dag_run_id": run_id, "logical_date": None},
+        )
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}"
+        return str(self._call("GET", path).json()["state"])
+
+    def wait_for_run(self, dag_id: str, run_id: str, *, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.run_state(dag_id, run_id)
+            if state in FINISHED_RUN_STATES:
+                return state
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"Dag run {dag_id}/{run_id} was still {state!r} after {timeout:.0f}s; see the "
+                    "scheduler's output in the Airflow home's logs/ directory."
+                )
+            time.sleep(1.0)
+
+    def task_try_number(self, dag_id: str, run_id: str, task_id: str) -> int:
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
+        return int(self._call("GET", path).json()["try_number"])
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str) -> list[dict[str, Any]]:
+        """The task's log as structured events, each with at least ``event`` and ``level``."""
+        try_number = self.task_try_number(dag_id, run_id, task_id)
+        path = (
+            f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
+            f"/logs/{try_number}"
+        )
+        # Only JSON or NDJSON is served (airflow-lab.md, pitfall P15).
+        content = self._call("GET", path, headers={"Accept": "application/json"}).json()["content"]
+        return [event for event in content if isinstance(event, dict)]
