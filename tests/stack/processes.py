@@ -14,6 +14,8 @@ from pathlib import Path
 
 from tests.stack.paths import LOG_DIR, RUN_DIR
 
+EXEC_WAIT_SECONDS = 5.0
+
 
 @dataclass(frozen=True)
 class Record:
@@ -60,6 +62,11 @@ def start(
         )
     record = Record(name, process.pid, argv, fingerprint)
     _record_path(name).write_text(json.dumps(record.__dict__))
+    # Until the child has exec'd, /proc shows the parent's command line and the record would
+    # look stale; wait for the exec, or for an early exit, which the caller's checks report.
+    deadline = time.monotonic() + EXEC_WAIT_SECONDS
+    while not record.alive and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
     return record
 
 

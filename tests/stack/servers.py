@@ -113,7 +113,9 @@ def ensure_server_venv() -> bool:
         raise RuntimeError("Installing the OpenSandbox server needs uv; run `make setup` first.")
     venv, python, pins = str(SERVER_VENV), str(SERVER_VENV / "bin" / "python"), SERVER_REQUIREMENTS
     subprocess.run([uv, "venv", "-q", "--allow-existing", "--python", "python3", venv], check=True)
-    subprocess.run([uv, "pip", "sync", "-q", "--python", python, str(pins)], check=True)
+    # Compiled now, once, rather than by three servers at their first start.
+    sync = [uv, "pip", "sync", "-q", "--compile-bytecode", "--python", python, str(pins)]
+    subprocess.run(sync, check=True)
     stamp.write_text(wanted)
     return True
 
