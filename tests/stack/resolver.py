@@ -71,13 +71,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     zone = Zone(dict(args.zone) if args.zone else DEFAULT_ZONE)
-    server = DNSServer(args.bind, args.port, zone.answer)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    DNSServer(args.bind, args.port, zone.answer)
     print(f"resolver listening on {args.bind}:{args.port} (udp, tcp)", flush=True)
     stop.wait()
-    server.close()
 
 
 if __name__ == "__main__":

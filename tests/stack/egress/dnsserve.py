@@ -47,18 +47,10 @@ class _TCPServer(socketserver.ThreadingTCPServer):
 
 
 class DNSServer:
-    """Both listeners, started in daemon threads; `close` stops them."""
+    """Both listeners, serving from daemon threads until the process exits."""
 
     def __init__(self, host: str, port: int, answer: Answer) -> None:
-        self._servers: list[socketserver.BaseServer] = [
-            _UDPServer((host, port), _UDPHandler),
-            _TCPServer((host, port), _TCPHandler),
-        ]
-        for server in self._servers:
+        for server_class, handler in ((_UDPServer, _UDPHandler), (_TCPServer, _TCPHandler)):
+            server = server_class((host, port), handler)
             server.answer = answer
             threading.Thread(target=server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        for server in self._servers:
-            server.shutdown()
-            server.server_close()
