@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 ALLOW = "allow"
 DENY = "deny"
@@ -49,10 +49,10 @@ class Policy:
     default_action: str = DENY
     # None reproduces the Go nil slice, which the sidecar serializes as `"egress": null` (§6.2).
     egress: tuple[Rule, ...] | None = None
-    rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "rules", self.egress or ())
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        return self.egress or ()
 
     @property
     def mode(self) -> str:
