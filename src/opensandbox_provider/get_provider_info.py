@@ -1,4 +1,4 @@
-"""Provider metadata read by Airflow's providers manager through the ``apache_airflow_provider`` entry point.
+"""Provider metadata, read by Airflow through the ``apache_airflow_provider`` entry point.
 
 Airflow 3.3 builds the connection form from ``conn-fields`` and ``ui-field-behaviour`` here, without
 importing the hook, so everything the form shows lives in this dict.
@@ -58,7 +58,7 @@ def get_provider_info() -> dict[str, Any]:
                 "conn-fields": {
                     "request_timeout": {
                         "label": "Request timeout (s)",
-                        "description": "Timeout of each lifecycle and file API request, in seconds.",
+                        "description": "Timeout of each request to the server, in seconds.",
                         "schema": {"type": ["number", "null"], "default": 30},
                     },
                     # No default: the UI masks the default of any field whose name contains

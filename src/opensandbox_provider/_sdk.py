@@ -1,0 +1,24 @@
+"""The OpenSandbox SDK is an optional dependency; this is where its absence is reported."""
+
+from __future__ import annotations
+
+INSTALL_COMMAND = 'pip install "airflow-provider-opensandbox[opensandbox]"'
+
+
+class OpenSandboxNotInstalled(ImportError):
+    """The ``opensandbox`` SDK is missing from the environment."""
+
+
+def require_sdk() -> None:
+    """
+    Import the SDK, or raise :class:`OpenSandboxNotInstalled` saying how to install it.
+
+    Called before anything here touches the SDK, so that the package itself imports, and
+    Dags using it parse, on a machine that has not installed the extra.
+    """
+    try:
+        import opensandbox  # noqa: F401
+    except ImportError as e:
+        raise OpenSandboxNotInstalled(
+            f"The OpenSandbox SDK is not installed. Install it with: {INSTALL_COMMAND}"
+        ) from e

@@ -1,0 +1,278 @@
+"""An Airflow connection to an OpenSandbox server, as the SDK's connection config."""
+
+from __future__ import annotations
+
+import math
+import os
+import ssl
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.compat.sdk import BaseHook
+
+from opensandbox_provider._sdk import OpenSandboxNotInstalled, require_sdk
+
+if TYPE_CHECKING:
+    from opensandbox.config.connection_sync import ConnectionConfigSync
+
+# The SDK's own default, kept when the connection sets none.
+DEFAULT_REQUEST_TIMEOUT = 30.0
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
+class InvalidConnectionError(ValueError):
+    """The connection cannot describe an OpenSandbox server as it is filled in."""
+
+
+class OpenSandboxHook(BaseHook):
+    """
+    Reach an OpenSandbox server's lifecycle API through an Airflow connection.
+
+    The connection's host and port name the server, its schema is ``http`` or ``https``,
+    and its password is the server's API key. Extras: ``request_timeout`` (seconds per
+    request) and ``use_server_proxy`` (reach each sandbox through the server rather than
+    its published port). This is the shape common-ai's built-in OpenSandbox backend reads
+    from a generic connection, so one connection serves either backend.
+
+    With ``opensandbox_conn_id=None`` the server comes from ``OPEN_SANDBOX_DOMAIN`` and the
+    key from ``OPEN_SANDBOX_API_KEY``, as for the SDK on its own.
+
+    Nothing is read until :attr:`connection_config` is first used, so constructing the
+    hook costs nothing at Dag parse time.
+
+    :param opensandbox_conn_id: The connection to read, or ``None`` for the environment.
+    :param use_server_proxy: Overrides the connection's ``use_server_proxy`` extra. When
+        neither sets it, sandboxes are reached through the server, which works wherever the
+        server does.
+    """
+
+    conn_name_attr = "opensandbox_conn_id"
+    default_conn_name = "opensandbox_default"
+    conn_type = "opensandbox"
+    hook_name = "OpenSandbox"
+
+    def __init__(
+        self,
+        opensandbox_conn_id: str | None = default_conn_name,
+        *,
+        use_server_proxy: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.opensandbox_conn_id = opensandbox_conn_id
+        self._use_server_proxy = use_server_proxy
+
+    def get_conn(self) -> ConnectionConfigSync:
+        return self.connection_config
+
+    @cached_property
+    def connection_config(self) -> ConnectionConfigSync:
+        """
+        The SDK's connection config, without a transport: each sandbox built on it gets its own.
+
+        Raises :class:`InvalidConnectionError` when the connection is not usable as filled in.
+        """
+        require_sdk()
+        from opensandbox.config.connection_sync import ConnectionConfigSync
+
+        settings = (
+            self._from_environment()
+            if self.opensandbox_conn_id is None
+            else self._from_connection()
+        )
+        use_server_proxy = self._use_server_proxy
+        if use_server_proxy is None:
+            use_server_proxy = settings.pop("use_server_proxy", None)
+        settings.pop("use_server_proxy", None)
+        return ConnectionConfigSync(
+            **settings,
+            use_server_proxy=True if use_server_proxy is None else use_server_proxy,
+        )
+
+    @property
+    def server_url(self) -> str:
+        """Where the lifecycle API is, for messages: never carries the API key."""
+        config = self.connection_config
+        return f"{config.protocol}://{config.domain}"
+
+    def _from_connection(self) -> dict[str, Any]:
+        conn_id = str(self.opensandbox_conn_id)
+        conn = self.get_connection(conn_id)
+        host = (conn.host or "").strip()
+        if not host:
+            # The SDK would fall back to localhost:8080 and quietly point the worker at itself.
+            raise InvalidConnectionError(
+                f"Connection {conn_id!r} has no host. Set it to the OpenSandbox server's address, "
+                "or use opensandbox_conn_id=None to read OPEN_SANDBOX_DOMAIN."
+            )
+        if "://" in host or "/" in host:
+            raise InvalidConnectionError(
+                f"The host of connection {conn_id!r} is {host!r}; it must be a bare host name or "
+                "address. Put the protocol in the connection's schema (http or https) and the port "
+                "in its port."
+            )
+        protocol = (conn.schema or "http").strip().lower()
+        if protocol not in ("http", "https"):
+            raise InvalidConnectionError(
+                f"The schema of connection {conn_id!r} is {conn.schema!r}; set it to http or https."
+            )
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"  # an IPv6 address, which a port would otherwise run into
+        extra = conn.extra_dejson
+        return {
+            "domain": f"{host}:{conn.port}" if conn.port else host,
+            "protocol": protocol,
+            "api_key": conn.password or None,
+            "request_timeout": timedelta(
+                seconds=_request_timeout(extra.get("request_timeout"), conn_id)
+            ),
+            "use_server_proxy": _optional_bool(
+                extra.get("use_server_proxy"), "use_server_proxy", conn_id
+            ),
+        }
+
+    @staticmethod
+    def _from_environment() -> dict[str, Any]:
+        from opensandbox.config.connection_sync import ConnectionConfigSync
+
+        domain = os.environ.get(ConnectionConfigSync._ENV_DOMAIN, "").strip()
+        if not domain:
+            raise InvalidConnectionError(
+                f"No connection id was given and {ConnectionConfigSync._ENV_DOMAIN} is not set, so "
+                "there is no OpenSandbox server to use. Set it to the server's host:port, or pass "
+                "an opensandbox connection id."
+            )
+        protocol = "http"
+        for scheme in ("http", "https"):
+            if domain.startswith(f"{scheme}://"):
+                protocol, domain = scheme, domain.removeprefix(f"{scheme}://")
+        return {
+            "domain": domain.rstrip("/"),
+            "protocol": protocol,
+            "api_key": os.environ.get(ConnectionConfigSync._ENV_API_KEY) or None,
+            "request_timeout": timedelta(seconds=DEFAULT_REQUEST_TIMEOUT),
+        }
+
+    def test_connection(self) -> tuple[bool, str]:
+        """
+        List one sandbox: an authenticated lifecycle call that changes nothing.
+
+        Each way it can fail gets its own message, since "the server is down", "the key is
+        wrong", "TLS failed" and "that is not an OpenSandbox server" need different fixes.
+        """
+        try:
+            config = self.connection_config
+        except (InvalidConnectionError, OpenSandboxNotInstalled) as e:
+            return False, str(e)
+        from opensandbox.models.sandboxes import SandboxFilter
+        from opensandbox.sync.manager import SandboxManagerSync
+        from opensandbox.transport import RetryPolicy
+
+        url = self.server_url
+        # A test should answer at once; the SDK's retries would hide a refused connection
+        # behind two seconds of backoff.
+        fast: ConnectionConfigSync = config.model_copy(
+            update={"retry_policy": RetryPolicy.disabled()}
+        )
+        try:
+            manager = SandboxManagerSync.create(fast)
+        except Exception as e:
+            return False, _describe_failure(e, url)
+        try:
+            manager.list_sandbox_infos(SandboxFilter(page_size=1))
+        except Exception as e:
+            return False, _describe_failure(e, url)
+        finally:
+            manager.close()
+        return True, f"Connected to the OpenSandbox server at {url}; it accepted the API key."
+
+
+def _request_timeout(value: Any, conn_id: str | None) -> float:
+    if value is None or value == "":
+        return DEFAULT_REQUEST_TIMEOUT
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidConnectionError(
+            f"The request_timeout extra of connection {conn_id!r} is {value!r}; set it to a "
+            "positive number of seconds, or leave it out for 30."
+        )
+    return seconds
+
+
+def _optional_bool(value: Any, name: str, conn_id: str | None) -> bool | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise InvalidConnectionError(
+        f"The {name} extra of connection {conn_id!r} is {value!r}; set it to true or false."
+    )
+
+
+def _describe_failure(error: BaseException, url: str) -> str:
+    from opensandbox.exceptions import (
+        SandboxApiException,
+        SandboxConnectionException,
+        SandboxTimeoutException,
+    )
+
+    if isinstance(error, SandboxConnectionException):
+        if _caused_by(error, ssl.SSLError):
+            return (
+                f"The TLS handshake with {url} failed ({_cause_text(error)}). If the server "
+                "does not serve TLS, set the connection's schema to http; if it does, make its "
+                "certificate authority trusted on this machine."
+            )
+        return (
+            f"Could not reach an OpenSandbox server at {url} ({_cause_text(error)}). Check the "
+            "connection's host and port, and that the server is running."
+        )
+    if isinstance(error, SandboxTimeoutException):
+        return (
+            f"The OpenSandbox server at {url} did not answer in time ({_cause_text(error)}). Check "
+            "the host and port, or raise the connection's request_timeout."
+        )
+    if isinstance(error, SandboxApiException) and error.status_code in (401, 403):
+        return (
+            f"The OpenSandbox server at {url} refused the API key (HTTP {error.status_code}: "
+            f"{error.error.message or 'unauthorized'}). Set the connection's password to the "
+            "api_key the server is configured with."
+        )
+    if isinstance(error, SandboxApiException) and error.error.code not in (
+        None,
+        "UNEXPECTED_RESPONSE",
+    ):
+        return (
+            f"The OpenSandbox server at {url} refused to list sandboxes (HTTP {error.status_code} "
+            f"{error.error.code}: {error.error.message}). Check the server's log."
+        )
+    status = getattr(error, "status_code", None)
+    answered = f"HTTP {status}" if status else type(error).__name__
+    return (
+        f"Something answered at {url}, but not as an OpenSandbox lifecycle API ({answered}). "
+        "Check that the connection's host and port point at the OpenSandbox server, not at "
+        "another service."
+    )
+
+
+def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _cause_text(error: BaseException) -> str:
+    root: BaseException = error
+    while root.__cause__ is not None or root.__context__ is not None:
+        root = root.__cause__ or root.__context__  # type: ignore[assignment]
+    return str(root) or type(root).__name__

@@ -1,0 +1,5 @@
+"""Sandboxes on an OpenSandbox server for common-ai's SandboxToolset."""
+
+from opensandbox_provider.sandbox.backend import OpenSandboxBackend
+
+__all__ = ["OpenSandboxBackend"]

@@ -1,0 +1,130 @@
+"""
+SDK and transport exceptions become ``SandboxError`` or ``SandboxTerminalError`` here, only here.
+
+The line between the two is the toolset's: a ``SandboxError`` goes back to the model as
+something it may work around (a bad path, a command the server refused), a
+``SandboxTerminalError`` fails the task so Airflow retries it (credentials refused, the
+server unreachable, the sandbox gone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import httpx
+from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
+
+from opensandbox_provider._sdk import OpenSandboxNotInstalled
+
+# Statuses that say this request was wrong, not that the sandbox or the server is: the
+# model can change the request. 500 is execd's RUNTIME_ERROR (a permission, a path that
+# runs through a file); the gateway statuses above it mean execd is not answering at all.
+_REQUEST_STATUSES = frozenset({400, 409, 413, 416, 422, 500})
+# A server message is quoted only this far into ours.
+_MAX_DETAIL = 500
+
+
+def status_of(error: BaseException) -> int | None:
+    """The HTTP status an SDK exception carries, if it carries one."""
+    status = getattr(error, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def translate(error: BaseException, doing: str, *, terminal: bool = False) -> SandboxError | None:
+    """
+    The sandbox error ``error`` stands for, or ``None`` when it is not an SDK or transport error.
+
+    ``doing`` completes "Could not ..." in the message. ``terminal`` makes every failure
+    terminal, for calls the model has no part in, such as provisioning.
+    """
+    if isinstance(error, SandboxError):
+        return error
+    if isinstance(error, OpenSandboxNotInstalled):
+        return SandboxTerminalError(str(error))
+    from opensandbox.adapters.converter.exception_converter import ExceptionConverter
+    from opensandbox.exceptions import (
+        InvalidArgumentException,
+        SandboxApiException,
+        SandboxConnectionException,
+        SandboxException,
+        SandboxTimeoutException,
+    )
+
+    if isinstance(error, httpx.HTTPError):
+        error = ExceptionConverter.to_sandbox_exception(error)
+    if not isinstance(error, SandboxException):
+        return None
+    status = status_of(error)
+    detail = _detail(error)
+    if isinstance(error, SandboxApiException) and status in (401, 403):
+        return SandboxTerminalError(
+            f"Could not {doing}: the OpenSandbox server refused the API key ({detail}). Set the "
+            "connection's password to the api_key the server is configured with."
+        )
+    if isinstance(error, SandboxApiException) and status == 404:
+        # Without a ``missing`` answer a 404 is about the sandbox or the server, not a path.
+        return SandboxTerminalError(f"Could not {doing}: {detail}.")
+    if isinstance(error, SandboxConnectionException):
+        return SandboxTerminalError(
+            f"Could not {doing}: the OpenSandbox server or the sandbox could not be reached "
+            f"({detail}). Check that the server is running and that the connection's host and "
+            "port point at it."
+        )
+    if isinstance(error, SandboxTimeoutException):
+        return SandboxTerminalError(
+            f"Could not {doing}: the OpenSandbox server did not answer in time ({detail}). Check "
+            "the server's health, or raise the connection's request_timeout."
+        )
+    recoverable = isinstance(error, InvalidArgumentException) or status in _REQUEST_STATUSES
+    message = f"Could not {doing}: {detail}."
+    if recoverable and not terminal:
+        return SandboxError(message)
+    return SandboxTerminalError(message)
+
+
+@contextmanager
+def translated(
+    doing: str,
+    *,
+    terminal: bool = False,
+    missing: Callable[[], SandboxError] | None = None,
+) -> Iterator[None]:
+    """
+    Raise what :func:`translate` makes of any SDK or transport error in the block.
+
+    ``missing`` answers a 404, which a file API returns both for a path that does not
+    exist and for a sandbox that does not: it confirms the sandbox exists (raising if it
+    does not) and returns the error for the path.
+    """
+    try:
+        yield
+    except Exception as e:
+        if missing is not None and status_of(e) == 404:
+            raise missing() from e
+        translated_error = translate(e, doing, terminal=terminal)
+        if translated_error is None or translated_error is e:
+            raise
+        raise translated_error from e
+
+
+def _detail(error: BaseException) -> str:
+    """The server's own words for a failure, with its status and code, to quote in ours."""
+    from opensandbox.exceptions import SandboxApiException
+
+    sdk_error = getattr(error, "error", None)
+    text = (
+        getattr(sdk_error, "message", None)
+        or (error.args[0] if error.args else "")
+        or type(error).__name__
+    )
+    text = str(text).strip().rstrip(".")
+    if len(text) > _MAX_DETAIL:
+        text = text[:_MAX_DETAIL] + "..."
+    if isinstance(error, SandboxApiException) and error.status_code is not None:
+        code = getattr(sdk_error, "code", None)
+        label = f"HTTP {error.status_code}" + (
+            f" {code}" if code and code != "UNEXPECTED_RESPONSE" else ""
+        )
+        return f"{text} [{label}]"
+    return text

@@ -1,0 +1,169 @@
+"""
+A spec's network fields as an OpenSandbox network policy, and the proof that it is enforced.
+
+OpenSandbox applies a policy through an egress sidecar that shares the sandbox's network
+namespace. A server without one refuses a policy outright, but nothing stops a server
+from accepting one it does not enforce, and a sidecar in ``dns`` mode filters name
+lookups only: a sandbox behind it still connects to any numeric address. So after a
+deny-by-default create, the sidecar's own account of the policy and of its enforcement
+mode is read back, and anything short of what was asked for is refused.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
+
+from opensandbox_provider.sandbox._http import EGRESS_PORT, SandboxHttp, read_at_most
+
+if TYPE_CHECKING:
+    from airflow.providers.common.ai.sandbox.base import SandboxSpec
+    from opensandbox.models.sandboxes import NetworkPolicy
+
+# Only this mode drops connections at the address layer as well as filtering names
+# (execd-behaviour.md §6.6).
+ADDRESS_LAYER_MODE = "dns+nft"
+# The sidecar's answer is a policy; a bigger body is not one worth reading.
+_MAX_POLICY_BODY = 1024 * 1024
+# A host name, or a "*." wildcard over one, as the sidecar matches them.
+_HOSTNAME = re.compile(
+    r"(\*\.)?(?=.{1,253}$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*"
+)
+
+
+def network_policy(spec: SandboxSpec | None) -> NetworkPolicy | None:
+    """
+    The policy to create the sandbox with, or ``None`` for none at all.
+
+    No policy is sent for an open spec, so a server without the egress sidecar can still
+    run it. Raises :class:`SandboxTerminalError` for a spec this backend cannot enforce.
+    """
+    if spec is None:
+        return None
+    if spec.allow_egress_to_cidrs:
+        raise SandboxTerminalError(
+            "SandboxSpec names allow_egress_to_cidrs, which this backend does not enforce yet. "
+            "Allow host names with allow_egress_to instead, or use a backend that enforces "
+            "address ranges."
+        )
+    hosts = _hostnames(spec.allow_egress_to)
+    if not spec.block_network:
+        if hosts:
+            raise SandboxTerminalError(
+                "SandboxSpec.allow_egress_to narrows a sandbox that denies egress, but this spec "
+                "sets block_network=False, which allows everything. Set block_network=True to "
+                "allow only those hosts, or drop allow_egress_to."
+            )
+        return None
+    from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
+
+    rules = [NetworkRule(action="allow", target=host) for host in hosts]
+    return NetworkPolicy(defaultAction="deny", egress=rules or None)
+
+
+def describe(policy: NetworkPolicy | None) -> str:
+    """The policy in a few words, for the task log."""
+    if policy is None:
+        return "no network policy (egress open)"
+    hosts = [rule.target for rule in policy.egress or ()]
+    return f"egress denied except to {', '.join(hosts)}" if hosts else "all egress denied"
+
+
+def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
+    """
+    What keeps the sandbox's sidecar from enforcing ``requested`` at the address layer, or ``None``.
+
+    Reads ``GET /policy`` itself rather than through the SDK, whose ``get_egress_policy``
+    drops the enforcement mode and fails on the ``"egress": null`` the sidecar reports
+    for a policy without rules (execd-behaviour.md §6.3).
+    """
+    try:
+        with http.get(EGRESS_PORT, "/policy", "Get egress policy") as response:
+            body = read_at_most(response, _MAX_POLICY_BODY)
+        status = json.loads(body) if body is not None else None
+    except Exception as e:
+        return (
+            f"its policy could not be read back from the egress sidecar ({type(e).__name__}: "
+            f"{_short(e)}). The server may be running without an egress sidecar."
+        )
+    return enforcement_problem(status, requested)
+
+
+def enforcement_problem(status: Any, requested: NetworkPolicy) -> str | None:
+    """What differs between the sidecar's ``GET /policy`` answer and ``requested``, or ``None``."""
+    if not isinstance(status, Mapping) or not isinstance(status.get("policy"), Mapping):
+        return f"the egress sidecar answered with no policy ({_short(status)})."
+    policy = status["policy"]
+    rules = policy.get("egress") or []
+    allowed = {
+        _normalized(rule.get("target"))
+        for rule in rules
+        if isinstance(rule, Mapping) and rule.get("action") == "allow"
+    }
+    wanted = {_normalized(rule.target) for rule in requested.egress or ()}
+    if policy.get("defaultAction") != "deny" or allowed != wanted:
+        return (
+            f"the sidecar enforces default {policy.get('defaultAction')!r} allowing "
+            f"{sorted(map(str, allowed)) or 'nothing'}, not default 'deny' allowing "
+            f"{sorted(wanted) or 'nothing'}."
+        )
+    mode = status.get("enforcementMode")
+    if mode == ADDRESS_LAYER_MODE:
+        return None
+    if not mode:
+        return (
+            "the egress sidecar does not report its enforcement mode, so it cannot be shown to "
+            f"block connections to addresses. Run an egress sidecar that reports one, in "
+            f'"{ADDRESS_LAYER_MODE}" mode.'
+        )
+    return (
+        f"the egress sidecar enforces it in {mode!r} mode, which filters name lookups only: the "
+        "sandbox could still connect to any numeric address. Set "
+        f'[egress] mode = "{ADDRESS_LAYER_MODE}" in the OpenSandbox server configuration.'
+    )
+
+
+def _hostnames(hosts: Iterable[str] | None) -> list[str]:
+    if hosts is None:
+        return []
+    if isinstance(hosts, str):
+        raise SandboxTerminalError(
+            f"SandboxSpec.allow_egress_to is the string {hosts!r}; it must be a list of host "
+            f"names, such as [{hosts!r}]."
+        )
+    checked = []
+    for host in hosts:
+        if not isinstance(host, str) or not _HOSTNAME.fullmatch(host.strip()):
+            raise SandboxTerminalError(
+                f"SandboxSpec.allow_egress_to holds {host!r}, which is not a host name. List bare "
+                "names such as 'pypi.org' or '*.example.com', with no scheme, port or path."
+            )
+        if _is_address(host.strip()):
+            raise SandboxTerminalError(
+                f"SandboxSpec.allow_egress_to holds the address {host!r}; it takes host names. "
+                "Addresses belong in allow_egress_to_cidrs."
+            )
+        checked.append(host.strip())
+    return checked
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _normalized(target: Any) -> str:
+    return str(target).strip().rstrip(".").lower()
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 200 else text[:200] + "..."

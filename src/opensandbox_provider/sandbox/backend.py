@@ -1,0 +1,657 @@
+"""The OpenSandbox backend for common-ai's ``SandboxToolset``: the story of one sandbox."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import posixpath
+import threading
+import time
+import uuid
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.ai.sandbox.base import (
+    SandboxBackend,
+    SandboxError,
+    SandboxExecResult,
+    SandboxFileTooLargeError,
+    SandboxTerminalError,
+    _check_export_deadline,
+    _export_deadline,
+    _validate_positive_finite,
+    is_sandbox_handle,
+)
+
+from opensandbox_provider._sdk import OpenSandboxNotInstalled
+from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
+from opensandbox_provider.sandbox import _policy
+from opensandbox_provider.sandbox._errors import status_of, translate, translated
+from opensandbox_provider.sandbox._events import EventParser
+from opensandbox_provider.sandbox._http import EXECD_PORT, SandboxHttp, read_at_most
+from opensandbox_provider.sandbox._stream import BACKSTOP_GRACE, STALL_WINDOW, run_streamed
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Generator, Mapping
+    from typing import BinaryIO
+
+    from airflow.providers.common.ai.sandbox.base import SandboxSpec
+    from opensandbox import SandboxSync
+    from opensandbox.config.connection_sync import ConnectionConfigSync
+    from opensandbox.models.filesystem import EntryInfo
+    from opensandbox.models.sandboxes import NetworkPolicy
+
+log = logging.getLogger(__name__)
+
+# The shortest sandbox lifetime the OpenSandbox server accepts; it refuses shorter with a 422.
+MIN_SANDBOX_TIMEOUT = 60.0
+# How often a new sandbox's execd is asked whether it is up. A refused or proxied ping
+# answers in milliseconds, so polling this often costs nothing and saves the SDK's
+# half-second backoff on a daemon that usually starts within a fraction of a second.
+READY_POLL_INTERVAL = 0.025
+# A listing is names, never content. Past this many the model is told to narrow the path
+# rather than the worker holding them all.
+MAX_LIST_ENTRIES = 10_000
+# The listing body is refused past this size before it is parsed, whatever it holds:
+# ten thousand entries with long absolute paths fit comfortably.
+MAX_LIST_BODY = 16 * 1024 * 1024
+# Pieces a file is downloaded in: the size the SDK uses, and a bounded amount of memory.
+DOWNLOAD_CHUNK = 64 * 1024
+# Stamped on every sandbox so an operator on a shared server can find Airflow's with a
+# metadata filter.
+CREATED_BY = {"created-by": "airflow"}
+# Commands are quoted in the task log up to this length.
+_LOGGED_COMMAND = 120
+
+
+@dataclass
+class _Sandbox:
+    """What this process keeps about one sandbox it created or reconnected to, by handle."""
+
+    sdk: SandboxSync
+    http: SandboxHttp
+    # When the server will end the sandbox, on the time.monotonic clock; None if never.
+    expires_at: float | None
+
+
+class OpenSandboxBackend(SandboxBackend):
+    """
+    Run sandbox tools in sandboxes on an OpenSandbox server.
+
+    OpenSandbox runs sandboxes on Docker or Kubernetes behind one API, so the worker needs
+    network access to the server and nothing else. The server is named by an
+    ``opensandbox`` connection (see
+    :class:`~opensandbox_provider.hooks.opensandbox.OpenSandboxHook`), and a generic
+    connection of the shape common-ai's built-in backend reads works too.
+
+    Network policy is set when the sandbox is created and checked before it is used: a
+    deny-by-default spec is sent as a policy, and the sandbox's egress sidecar is asked
+    what it enforces and in which mode. A sandbox that is not restricted as asked,
+    including one whose sidecar filters names but not addresses, is destroyed and the
+    task fails. An open spec sends no policy, so a server without the sidecar runs it.
+
+    Commands run over execd's event stream, read here rather than through the SDK: each
+    stream is held to ``max_output_bytes`` however its output is split into lines, the
+    result comes back as soon as execd reports the command's end, and a stream that stops
+    arriving for :data:`~opensandbox_provider.sandbox._stream.STALL_WINDOW` seconds is
+    abandoned and its sandbox destroyed. execd itself enforces each command's deadline,
+    so a command that runs out of time is killed and the sandbox and its files stay.
+
+    :param opensandbox_conn_id: The connection naming the server, or ``None`` for the
+        ``OPEN_SANDBOX_DOMAIN`` and ``OPEN_SANDBOX_API_KEY`` environment variables.
+    :param image: The image each sandbox runs.
+    :param cpu: The CPU limit of each sandbox, as OpenSandbox takes it (``"1"``, ``"500m"``).
+    :param memory: The memory limit of each sandbox (``"2Gi"``).
+    :param sandbox_timeout: Seconds the server keeps a sandbox before ending it, at least 60.
+    :param ready_timeout: Seconds a new sandbox has to start answering before it is
+        destroyed and creation fails.
+    :param use_server_proxy: Reach sandboxes through the server instead of their published
+        ports. ``None`` takes the connection's ``use_server_proxy`` extra, and on when unset.
+    """
+
+    name = "opensandbox"
+
+    def __init__(
+        self,
+        opensandbox_conn_id: str | None = OpenSandboxHook.default_conn_name,
+        *,
+        image: str = "python:3.12-slim",
+        cpu: str = "1",
+        memory: str = "2Gi",
+        sandbox_timeout: float = 3600.0,
+        ready_timeout: float = 120.0,
+        use_server_proxy: bool | None = None,
+    ) -> None:
+        for value, label in ((image, "image"), (cpu, "cpu"), (memory, "memory")):
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{label} must be a non-empty string, got {value!r}.")
+        _validate_positive_finite(sandbox_timeout, "sandbox_timeout")
+        _validate_positive_finite(ready_timeout, "ready_timeout")
+        if sandbox_timeout < MIN_SANDBOX_TIMEOUT:
+            raise ValueError(
+                f"sandbox_timeout must be at least {MIN_SANDBOX_TIMEOUT:g} seconds, got "
+                f"{sandbox_timeout!r}: the OpenSandbox server refuses shorter lifetimes."
+            )
+        self.opensandbox_conn_id = opensandbox_conn_id
+        self.image = image
+        self.cpu = cpu
+        self.memory = memory
+        self.sandbox_timeout = float(sandbox_timeout)
+        self.ready_timeout = float(ready_timeout)
+        self.use_server_proxy = use_server_proxy
+        self._hook: OpenSandboxHook | None = None
+        # One backend serves every run of a task in the process at once, so what it knows
+        # about a sandbox is kept by handle, never on the instance.
+        self._sandboxes: dict[str, _Sandbox] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------
+    # Configure
+    # ------------------------------------------------------------------
+
+    def _connection_config(self) -> ConnectionConfigSync:
+        """The SDK's config for the server, read from the connection on first use."""
+        if self._hook is None:
+            self._hook = OpenSandboxHook(
+                self.opensandbox_conn_id, use_server_proxy=self.use_server_proxy
+            )
+        try:
+            return self._hook.connection_config
+        except (InvalidConnectionError, OpenSandboxNotInstalled) as e:
+            raise SandboxTerminalError(str(e)) from e
+
+    # ------------------------------------------------------------------
+    # Create
+    # ------------------------------------------------------------------
+
+    def create(self, *, spec: SandboxSpec | None = None) -> str:
+        if spec is not None and spec.owner is not None:
+            raise SandboxTerminalError(
+                "SandboxSpec names an owner, which is for a sandbox another task attaches to, and "
+                "this backend does not support attaching yet. Drop owner and let the agent task "
+                "provision its own sandbox, or provision on a backend that supports attaching."
+            )
+        policy = _policy.network_policy(spec)
+        env = _environment(spec)
+        config = self._connection_config()
+        started = time.monotonic()
+        with translated("create a sandbox", terminal=True):
+            from opensandbox import SandboxSync
+
+            try:
+                sdk = SandboxSync.create(
+                    self.image,
+                    timeout=timedelta(seconds=self.sandbox_timeout),
+                    ready_timeout=timedelta(seconds=self.ready_timeout),
+                    env=env,
+                    metadata=self._metadata(spec),
+                    resource={"cpu": self.cpu, "memory": self.memory},
+                    network_policy=policy,
+                    connection_config=config,
+                    # Readiness is polled below, without the SDK's backoff on the first miss.
+                    skip_health_check=True,
+                )
+            except Exception as e:
+                raise _explain_refused_policy(e, policy) from e
+        record = _Sandbox(sdk, SandboxHttp(sdk), expires_at=started + self.sandbox_timeout)
+        log.info(
+            "Created OpenSandbox sandbox %s from image %s with %s, in %.2fs.",
+            sdk.id,
+            self.image,
+            _policy.describe(policy),
+            time.monotonic() - started,
+        )
+        try:
+            waited = self._wait_until_ready(record, deadline=time.monotonic() + self.ready_timeout)
+            if policy is not None:
+                self._verify_policy(record, policy)
+        except BaseException:
+            self._discard_quietly(record)
+            raise
+        with self._lock:
+            self._sandboxes[sdk.id] = record
+        log.info(
+            "Sandbox %s is ready: execd answered its health check after %.2fs.", sdk.id, waited
+        )
+        return sdk.id
+
+    def _metadata(self, spec: SandboxSpec | None) -> dict[str, str]:
+        """Metadata stamped on a new sandbox: who made it, and a name to find it by."""
+        return {**CREATED_BY, "name": f"airflow-sandbox-{uuid.uuid4().hex[:12]}"}
+
+    def _wait_until_ready(self, record: _Sandbox, *, deadline: float) -> float:
+        """Poll execd's ``/ping`` until it answers; return how long that took."""
+        import httpx
+
+        started = time.monotonic()
+        with translated(f"reach sandbox {record.sdk.id}", terminal=True):
+            url, headers = record.http.target(EXECD_PORT, "/ping")
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                response = record.http.client.get(
+                    url,
+                    headers=headers,
+                    timeout=min(record.http.request_timeout, max(remaining, 0.05)),
+                )
+            except httpx.TransportError:
+                pass
+            else:
+                if response.status_code < 300:
+                    return time.monotonic() - started
+                if response.status_code in (401, 403):
+                    # Polling cannot fix credentials.
+                    raise SandboxTerminalError(
+                        f"Sandbox {record.sdk.id} refused its health check with HTTP "
+                        f"{response.status_code}: the server did not accept this connection's API "
+                        "key for it. Check the connection's password."
+                    )
+            if time.monotonic() >= deadline:
+                raise SandboxTerminalError(
+                    f"Sandbox {record.sdk.id} did not become ready within {self.ready_timeout:g}s, "
+                    "so it was destroyed. Check that the image starts on the OpenSandbox server, "
+                    "or raise ready_timeout."
+                )
+            time.sleep(min(READY_POLL_INTERVAL, max(remaining, 0.0)))
+
+    def _verify_policy(self, record: _Sandbox, policy: NetworkPolicy) -> None:
+        problem = _policy.unenforced(record.http, policy)
+        if problem is not None:
+            raise SandboxTerminalError(
+                f"OpenSandbox did not enforce the requested network policy on sandbox "
+                f"{record.sdk.id}, so it was destroyed: {problem} Or pass "
+                "SandboxSpec(block_network=False) for a sandbox that may reach the network."
+            )
+        log.info(
+            "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
+            record.sdk.id,
+            _policy.ADDRESS_LAYER_MODE,
+        )
+
+    # ------------------------------------------------------------------
+    # Reconnect
+    # ------------------------------------------------------------------
+
+    def _sandbox(self, handle: str) -> _Sandbox:
+        """The sandbox behind ``handle``, reconnecting to one this process has not seen."""
+        with self._lock:
+            record = self._sandboxes.get(handle)
+        if record is not None:
+            return record
+        if not is_sandbox_handle(handle):
+            raise SandboxTerminalError(f"{handle!r} is not a sandbox handle.")
+        config = self._connection_config()
+        with translated(f"reconnect to sandbox {handle}"):
+            from opensandbox import SandboxSync
+
+            sdk = SandboxSync.connect(
+                handle,
+                connection_config=config,
+                connect_timeout=timedelta(seconds=self.ready_timeout),
+                skip_health_check=True,
+            )
+            try:
+                info = sdk.get_info()
+            except BaseException:
+                sdk.close()
+                raise
+        record = _Sandbox(sdk, SandboxHttp(sdk), expires_at=_monotonic(info.expires_at))
+        with self._lock:
+            kept = self._sandboxes.setdefault(handle, record)
+        if kept is not record:
+            sdk.close()
+        return kept
+
+    def _gone(self, record: _Sandbox) -> bool:
+        """Whether the server no longer has the sandbox; a failure to ask raises."""
+        try:
+            record.sdk.get_info()
+        except Exception as e:
+            if status_of(e) == 404:
+                return True
+            raise _translated(e, f"check on sandbox {record.sdk.id}") from e
+        return False
+
+    # ------------------------------------------------------------------
+    # Run a command
+    # ------------------------------------------------------------------
+
+    def run_command(
+        self, sandbox: str, command: str, *, timeout: float, max_output_bytes: int
+    ) -> SandboxExecResult:
+        _validate_positive_finite(timeout, "timeout")
+        _validate_positive_finite(max_output_bytes, "max_output_bytes")
+        if not command.strip():
+            raise SandboxError("The command is empty; give a shell command to run.")
+        # Reconnecting happens before the clock starts: it is not the command's time.
+        record = self._sandbox(sandbox)
+        timeout_ms = max(1, round(self._fit_to_lifetime(record, timeout) * 1000))
+        applied = timeout_ms / 1000
+        started = time.monotonic()
+        try:
+            streamed = run_streamed(
+                record.http, command, timeout_ms=timeout_ms, max_output_bytes=int(max_output_bytes)
+            )
+        except Exception as e:
+            raise self._command_failure(record, e) from e
+        elapsed = time.monotonic() - started
+        parser, ending = streamed.parser, streamed.ending
+        if streamed.abandoned is not None:
+            return self._abandon(record, streamed.abandoned, parser, applied, requested=timeout)
+        if ending is None:
+            exit_code = -1
+            parser.stderr.append(
+                b"The sandbox ended the command's output without saying how it ended.\n"
+            )
+        else:
+            exit_code = -1 if ending.exit_code is None else ending.exit_code
+            if ending.exit_code in (None, -1) and ending.message:
+                # Only the message says what happened: a signal's name, or why it never started.
+                parser.stderr.append(ending.message.encode("utf-8", "replace") + b"\n")
+        # execd kills a command at its deadline with SIGKILL, and Go reports any death by
+        # signal as -1; only the clock tells a deadline from a command killed by a signal.
+        timed_out = ending is not None and ending.exit_code == -1 and elapsed >= applied
+        log.info(
+            "Sandbox %s: %r %s in %.2fs (stdout %d bytes%s, stderr %d bytes%s).",
+            sandbox,
+            _shortened(command),
+            f"timed out after {applied:g}s" if timed_out else f"exited {exit_code}",
+            elapsed,
+            parser.stdout.total,
+            ", truncated" if parser.stdout.truncated else "",
+            parser.stderr.total,
+            ", truncated" if parser.stderr.truncated else "",
+        )
+        return SandboxExecResult(
+            exit_code=exit_code,
+            stdout=parser.stdout.text(),
+            stderr=parser.stderr.text(),
+            timed_out=timed_out,
+            stdout_truncated=parser.stdout.truncated,
+            stderr_truncated=parser.stderr.truncated,
+            applied_timeout=applied if applied != timeout else None,
+        )
+
+    @staticmethod
+    def _fit_to_lifetime(record: _Sandbox, timeout: float) -> float:
+        # A command cannot outlive its sandbox; one that would is given what is left, and
+        # the result says so, rather than being cut off by the sandbox's end.
+        if record.expires_at is None:
+            return timeout
+        return min(timeout, max(1.0, record.expires_at - time.monotonic()))
+
+    def _command_failure(self, record: _Sandbox, error: Exception) -> Exception:
+        # A transport error may be the sandbox ending under the command; the server knows.
+        if status_of(error) is None and not isinstance(error, SandboxError) and self._gone(record):
+            return SandboxTerminalError(
+                f"Sandbox {record.sdk.id} ended while the command ran: it was destroyed or reached "
+                "the end of its lifetime on the server."
+            )
+        return _translated(error, f"run a command in sandbox {record.sdk.id}")
+
+    def _abandon(
+        self, record: _Sandbox, why: str, parser: EventParser, applied: float, *, requested: float
+    ) -> SandboxExecResult:
+        if why == "stalled":
+            reason = f"the sandbox sent nothing for {STALL_WINDOW:g}s, not even execd's heartbeat"
+        else:
+            reason = (
+                f"the command's stream was still open {BACKSTOP_GRACE:g}s past its "
+                f"{applied:g}s budget"
+            )
+        log.warning(
+            "Sandbox %s: %s; destroying the sandbox to end the command.", record.sdk.id, reason
+        )
+        try:
+            self.destroy(record.sdk.id)
+        except SandboxError:
+            log.warning(
+                "Could not destroy sandbox %s after abandoning its command; the server ends it "
+                "when its lifetime runs out.",
+                record.sdk.id,
+                exc_info=True,
+            )
+        parser.stderr.append(
+            f"The command was abandoned: {reason}. The sandbox was destroyed.\n".encode()
+        )
+        return SandboxExecResult(
+            exit_code=-1,
+            stdout=parser.stdout.text(),
+            stderr=parser.stderr.text(),
+            timed_out=True,
+            stdout_truncated=parser.stdout.truncated,
+            stderr_truncated=parser.stderr.truncated,
+            sandbox_terminated=True,
+            applied_timeout=applied if applied != requested else None,
+        )
+
+    # ------------------------------------------------------------------
+    # Files
+    # ------------------------------------------------------------------
+
+    def read_file(self, sandbox: str, path: str, *, max_bytes: int) -> bytes:
+        _validate_positive_finite(max_bytes, "max_bytes")
+        record = self._sandbox(sandbox)
+        entry = self._regular_file(record, path, purpose="read")
+        if entry.entry_type == "file" and entry.size > max_bytes:
+            # Refused before any of it is transferred.
+            raise SandboxFileTooLargeError(path, entry.size, max_bytes)
+        data = bytearray()
+        with closing(self._download(record, path, max_bytes=max_bytes)) as chunks:
+            for chunk in chunks:
+                data += chunk
+                if len(data) > max_bytes:
+                    break
+        if len(data) > max_bytes:
+            # A symlink's size is its target path's length, and a file may grow after it was
+            # sized; either way the overflow byte arrived.
+            raise SandboxFileTooLargeError(path, max(entry.size, len(data)), max_bytes)
+        return bytes(data)
+
+    def write_file(self, sandbox: str, path: str, content: bytes) -> None:
+        record = self._sandbox(sandbox)
+        # execd creates the parent directories of an upload itself (execd-behaviour.md §2.6).
+        with translated(f"write {path!r}", missing=self._missing(record, path)):
+            record.sdk.files.write_file(path, content, mode=644)
+
+    def list_directory(self, sandbox: str, path: str) -> list[tuple[str, bool]]:
+        record = self._sandbox(sandbox)
+        # Read and bounded here: the SDK parses a listing whole, so a directory of a million
+        # names would be a million objects on the worker before any cap could apply.
+        with translated(f"list {path!r}", missing=self._missing(record, path)):
+            with record.http.get(
+                EXECD_PORT,
+                "/directories/list",
+                "List directory",
+                params={"path": path, "depth": "1"},
+            ) as response:
+                body = read_at_most(response, MAX_LIST_BODY)
+        entries = json.loads(body) if body is not None else None
+        if body is not None and not isinstance(entries, list):
+            raise SandboxError(
+                f"The sandbox answered a listing of {path!r} with something other than a list."
+            )
+        if entries is None or len(entries) > MAX_LIST_ENTRIES:
+            raise SandboxError(
+                f"{path!r} holds more than {MAX_LIST_ENTRIES} entries, too many to list. List a "
+                "subdirectory, or use a shell command that narrows it, such as `ls | head -100` or "
+                "`find <path> -maxdepth 1 -name '*.csv'`."
+            )
+        return [
+            (
+                posixpath.basename(str(entry.get("path", "")).rstrip("/")),
+                entry.get("type") == "directory",
+            )
+            for entry in entries
+            if isinstance(entry, dict)
+        ]
+
+    def export_file(self, sandbox: str, path: str, dest: BinaryIO, *, max_bytes: int) -> int:
+        """Copy a regular file out through execd's download API, under the whole-copy deadline."""
+        _validate_positive_finite(max_bytes, "max_bytes")
+        record = self._sandbox(sandbox)
+        entry = self._regular_file(record, path, purpose="export")
+        if entry.entry_type == "file" and entry.size > max_bytes:
+            raise SandboxFileTooLargeError(path, entry.size, max_bytes)
+        deadline = _export_deadline(max_bytes)
+        written = 0
+        with closing(self._download(record, path, max_bytes=max_bytes)) as chunks:
+            for chunk in chunks:
+                _check_export_deadline(path, deadline, max_bytes)
+                if written + len(chunk) > max_bytes:
+                    raise SandboxFileTooLargeError(path, written + len(chunk), max_bytes)
+                dest.write(chunk)
+                written += len(chunk)
+        if entry.entry_type == "file":
+            # A symlink reports its own size, not its target's, so there is nothing to check it by.
+            self._check_export_size(path, expected=entry.size, written=written)
+        return written
+
+    def _regular_file(self, record: _Sandbox, path: str, *, purpose: str) -> EntryInfo:
+        """The metadata of ``path``, refusing anything that is not a file or a link to one."""
+        with translated(f"{purpose} {path!r}", missing=self._missing(record, path)):
+            infos = record.sdk.files.get_file_info([path])
+        entry = infos.get(path) or next(iter(infos.values()), None)
+        if entry is None:
+            raise self._missing(record, path)()
+        if entry.entry_type == "directory":
+            raise SandboxError(f"{path!r} is a directory. Use list_directory to see what is in it.")
+        if entry.entry_type not in ("file", "symlink"):
+            raise SandboxError(
+                f"{path!r} is not a regular file (it is a device, a pipe or a socket)."
+            )
+        return entry
+
+    def _download(
+        self, record: _Sandbox, path: str, *, max_bytes: int
+    ) -> Generator[bytes, None, None]:
+        """
+        The first ``max_bytes + 1`` bytes of ``path``, as they arrive.
+
+        A generator, so that what the caller does with a chunk fails in the caller and is
+        never taken for a failed download.
+        """
+        # Downloaded here rather than with the SDK's read_bytes_stream, which drops execd's
+        # error message and reads an error body whole.
+        with translated(f"read {path!r}", missing=self._missing(record, path)):
+            with record.http.get(
+                EXECD_PORT,
+                "/files/download",
+                "Download file",
+                params={"path": path},
+                headers={"Range": f"bytes=0-{max_bytes}"},
+            ) as response:
+                yield from response.iter_raw(DOWNLOAD_CHUNK)
+
+    def _missing(self, record: _Sandbox, path: str) -> Callable[[], SandboxError]:
+        """The answer to a 404 from a file API, which says the same for a missing sandbox."""
+
+        def error() -> SandboxError:
+            if self._gone(record):
+                return SandboxTerminalError(
+                    f"Sandbox {record.sdk.id} no longer exists: it was destroyed or reached the "
+                    "end of its lifetime on the server."
+                )
+            return SandboxError(f"{path!r} does not exist in the sandbox.")
+
+        return error
+
+    # ------------------------------------------------------------------
+    # Destroy
+    # ------------------------------------------------------------------
+
+    def destroy(self, sandbox: str) -> None:
+        if not is_sandbox_handle(sandbox):
+            return
+        with self._lock:
+            record = self._sandboxes.pop(sandbox, None)
+        if record is not None:
+            self._discard(record)
+            return
+        # No readiness poll and no endpoints: a sandbox that is unhealthy or paused must
+        # still be destroyable, and the lifecycle API alone can do it.
+        from opensandbox.sync.manager import SandboxManagerSync
+
+        config = self._connection_config()
+        with translated(f"destroy sandbox {sandbox}"):
+            manager = SandboxManagerSync.create(config)
+            try:
+                _kill(lambda: manager.kill_sandbox(sandbox), sandbox)
+            finally:
+                manager.close()
+
+    def _discard(self, record: _Sandbox) -> None:
+        with translated(f"destroy sandbox {record.sdk.id}"):
+            try:
+                _kill(record.sdk.kill, record.sdk.id)
+            finally:
+                record.sdk.close()
+
+    def _discard_quietly(self, record: _Sandbox) -> None:
+        """Destroy a sandbox whose creation failed, without hiding why it failed."""
+        try:
+            self._discard(record)
+        except SandboxError:
+            log.warning(
+                "Could not destroy sandbox %s after its creation failed; the server ends it when "
+                "its lifetime runs out.",
+                record.sdk.id,
+                exc_info=True,
+            )
+
+
+def _translated(error: Exception, doing: str) -> Exception:
+    """``error`` as a sandbox error, or as it is when it is not the SDK's."""
+    return translate(error, doing) or error
+
+
+def _kill(kill: Callable[[], None], sandbox: str) -> None:
+    try:
+        kill()
+    except Exception as e:
+        if status_of(e) != 404:
+            raise
+        log.info("Sandbox %s was already gone.", sandbox)
+        return
+    log.info("Destroyed sandbox %s.", sandbox)
+
+
+def _environment(spec: SandboxSpec | None) -> dict[str, str] | None:
+    if spec is None or not spec.env:
+        return None
+    env: Mapping[str, Any] = spec.env
+    for key, value in env.items():
+        if not isinstance(key, str) or not key or "=" in key or not isinstance(value, str):
+            raise SandboxTerminalError(
+                f"SandboxSpec.env holds {key!r}: {value!r}; every name must be a non-empty string "
+                "without '=' and every value a string."
+            )
+    return dict(env)
+
+
+def _explain_refused_policy(error: Exception, policy: NetworkPolicy | None) -> Exception:
+    """A refused network policy, with what to do about it; any other error as it is."""
+    if policy is None or status_of(error) != 400 or "networkpolicy" not in str(error).lower():
+        return error
+    detail = translate(error, "create a sandbox", terminal=True)
+    return SandboxTerminalError(
+        f"{detail} The server cannot enforce a network policy, which a sandbox that denies egress "
+        "needs: configure its egress sidecar ([egress] with mode dns+nft), or pass "
+        "SandboxSpec(block_network=False) for a sandbox that may reach the network."
+    )
+
+
+def _monotonic(expires_at: datetime | None) -> float | None:
+    if expires_at is None:
+        return None
+    if expires_at.tzinfo is None:
+        expires_at = expires_at.replace(tzinfo=UTC)
+    left = (expires_at - datetime.now(UTC)).total_seconds()
+    return time.monotonic() + left if math.isfinite(left) else None
+
+
+def _shortened(command: str) -> str:
+    return command if len(command) <= _LOGGED_COMMAND else command[: _LOGGED_COMMAND - 3] + "..."
