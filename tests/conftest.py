@@ -74,6 +74,7 @@ def no_leaked_sandboxes(request: pytest.FixtureRequest):
         pytest.fail(
             "These OpenSandbox resources were created during the run and never removed: "
             + ", ".join(map(str, left))
-            + ". Destroy every sandbox a test creates (a try/finally or a fixture).",
+            + ". Destroy every sandbox a test creates (a try/finally or a fixture). If another "
+            "test run shared this Docker engine meanwhile, its sandboxes are listed too.",
             pytrace=False,
         )
