@@ -6,6 +6,8 @@ import sys
 
 from tests.stack import stack
 
+COMMANDS = {"up": stack.up, "down": stack.down, "restart": stack.restart_servers}
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.stack", description=__doc__)
@@ -19,16 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        if args.command == "up":
-            stack.up()
-        elif args.command == "down":
-            stack.down()
-        elif args.command == "status":
+        if args.command == "status":
             print(stack.status())
-        elif args.command == "restart":
-            stack.restart_servers()
-        else:
+        elif args.command == "run":
             return _run(args.cmd)
+        else:
+            with stack.lock():
+                COMMANDS[args.command]()
     except (RuntimeError, subprocess.CalledProcessError) as error:
         print(f"stack: {error}", file=sys.stderr)
         return 1
@@ -41,11 +40,13 @@ def _run(cmd: list[str]) -> int:
     if not cmd:
         print("stack: give the command to run after `--`.", file=sys.stderr)
         return 2
-    started = stack.up()
+    with stack.lock():
+        started = stack.up()
     try:
         return subprocess.run(cmd).returncode
     finally:
-        stack.stop(started)
+        with stack.lock():
+            stack.stop(started)
 
 
 if __name__ == "__main__":

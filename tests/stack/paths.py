@@ -5,6 +5,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 STACK_DIR = REPO / ".stack"
 STATE_FILE = STACK_DIR / "state.json"
+LOCK_FILE = STACK_DIR / "lock"
 API_KEY_FILE = STACK_DIR / "api-key"
 CACHE_DIR = STACK_DIR / "cache"
 LOG_DIR = STACK_DIR / "logs"

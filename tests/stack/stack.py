@@ -1,11 +1,13 @@
 """Brings the whole stack up or down: engine, images, resolver, servers, then the state file."""
 
+import fcntl
 import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from tests.stack import engine, images, nameserver, servers
+from tests.stack.paths import LOCK_FILE
 from tests.stack.resolver import DEFAULT_ZONE
 from tests.stack.servers import ServerSpec
 from tests.stack.state import ServerInfo, StackState, read_state, remove_state, write_state
@@ -80,8 +82,9 @@ def stop(started: Started) -> None:
 def status() -> str:
     state = read_state()
     lines = []
-    for info in state.servers.values():
-        running = "up" if _spec(info.name) and servers.is_running(_spec(info.name)) else "DOWN"
+    for spec in servers.SERVERS:
+        info = state.servers[spec.name]
+        running = "up" if servers.is_running(spec) else "DOWN"
         lines += [
             f"{info.name} ({running}; egress: {info.egress_mode or 'none'})",
             f"  host: {info.host}",
@@ -95,6 +98,15 @@ def status() -> str:
     return "\n".join(lines)
 
 
+@contextmanager
+def lock():
+    """Serialises `up`, `down` and `restart` of several shells sharing one checkout's stack."""
+    LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+    with LOCK_FILE.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def _state(key: str) -> StackState:
     infos = {
         spec.name: ServerInfo(spec.name, servers.HOST, spec.port, key, spec.egress_mode)
@@ -102,10 +114,6 @@ def _state(key: str) -> StackState:
     }
     resolver = {"host": engine.BRIDGE_IP, "port": nameserver.PORT, "zone": dict(DEFAULT_ZONE)}
     return StackState(infos, images.SANDBOX_IMAGE, engine.BRIDGE_IP, resolver)
-
-
-def _spec(name: str) -> ServerSpec | None:
-    return next((spec for spec in servers.SERVERS if spec.name == name), None)
 
 
 @contextmanager
