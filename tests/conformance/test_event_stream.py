@@ -1,0 +1,96 @@
+"""The /command event stream on the wire (execd-behaviour.md §3.1, §3.2, §3.3, §3.7; §11.1).
+
+These read the raw response, because the SDK hides the framing, the headers and the close.
+"""
+
+import json
+import re
+
+from tests.conformance.wire import ExecdWire
+
+# execd sleeps 1 s after the terminal event; anything well short of it means it closed at once.
+CLOSE_DELAY_FLOOR_S = 0.8
+# A bound so a stream that never ends fails instead of hanging (no speed goal).
+CLOSE_DELAY_BOUND_S = 10
+
+
+def test_command_stream_is_a_200_text_event_stream(wire: ExecdWire):
+    stream = wire.run({"command": "echo hi"})
+
+    assert stream.response.status_code == 200
+    assert stream.response.headers["content-type"] == "text/event-stream"
+    assert stream.response.headers["cache-control"] == "no-cache"
+    assert "content-length" not in stream.response.headers
+
+
+def test_every_frame_is_compact_json_with_a_type_and_an_integer_timestamp(wire: ExecdWire):
+    stream = wire.run({"command": "echo one; echo two >&2; exit 4"})
+
+    assert stream.trailing == b""
+    assert len(stream.frames) >= 5  # init, ping, stdout, stderr, error
+    for frame in stream.frames:
+        event = frame.event
+        assert frame.raw == json.dumps(event, separators=(",", ":")).encode()
+        assert not frame.raw.startswith(b"data:")
+        assert isinstance(event["type"], str)
+        assert isinstance(event["timestamp"], int) and not isinstance(event["timestamp"], bool)
+
+
+def test_init_comes_first_and_carries_a_32_hex_command_id(wire: ExecdWire):
+    stream = wire.run({"command": "echo hi"})
+
+    init = stream.frames[0].event
+    assert init["type"] == "init"
+    assert re.fullmatch(r"[0-9a-f]{32}", init["text"])
+    assert stream.types.count("init") == 1
+
+
+def test_a_heartbeat_follows_init_and_repeats_every_three_seconds(wire: ExecdWire):
+    stream = wire.run({"command": "sleep 7"})
+
+    assert stream.types[:2] == ["init", "ping"]
+    pings = stream.of_type("ping")
+    assert all(ping["text"] == "pong" for ping in pings)
+    assert len(pings) >= 3
+    gaps = [
+        later["timestamp"] - earlier["timestamp"]
+        for earlier, later in zip(pings, pings[1:], strict=False)
+    ]
+    assert all(gap >= 2900 for gap in gaps), gaps
+
+
+def test_terminal_event_is_last_and_connection_closes_about_a_second_later(wire: ExecdWire):
+    stream = wire.run({"command": "echo done"})
+
+    terminal = stream.terminal_frames
+    assert [frame.type for frame in terminal] == ["execution_complete"]
+    after = stream.frames[stream.frames.index(terminal[0]) + 1 :]
+    assert all(frame.type == "ping" for frame in after)
+    held_open_for = stream.ended_at - terminal[0].arrived_at
+    assert CLOSE_DELAY_FLOOR_S <= held_open_for < CLOSE_DELAY_BOUND_S
+
+
+def test_a_failing_command_ends_with_one_error_event_and_no_execution_complete(wire: ExecdWire):
+    stream = wire.run({"command": "echo out; exit 9"})
+
+    assert [frame.type for frame in stream.terminal_frames] == ["error"]
+    assert stream.frames[-1].type in ("error", "ping")
+    assert "execution_complete" not in stream.types
+    last_output = max(i for i, kind in enumerate(stream.types) if kind in ("stdout", "stderr"))
+    assert last_output < stream.types.index("error")
+
+
+def test_execution_complete_carries_the_run_time_in_milliseconds(wire: ExecdWire):
+    stream = wire.run({"command": "sleep 0.3"})
+
+    (complete,) = stream.of_type("execution_complete")
+    assert complete["execution_time"] >= 300
+
+
+def test_validation_errors_are_json_before_any_event(wire: ExecdWire):
+    response = wire.client.post("/command", json={"command": ""})
+
+    assert response.status_code == 400
+    assert response.headers["content-type"] == "application/json; charset=utf-8"
+    assert response.json()["code"] == "INVALID_REQUEST_BODY"
+    assert "'Command' failed on the 'required' tag" in response.json()["message"]
