@@ -20,6 +20,13 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["OPENSANDBOX_DISABLE_METRICS"] = "1"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # So that `-m "not stack"` selects exactly the tests that run without Docker.
+    for item in items:
+        if STACK_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.stack)
+
+
 @pytest.fixture(scope="session")
 def stack() -> StackState:
     """The running stack; a test that needs it fails (never skips) when it is not up."""
@@ -63,8 +70,7 @@ def no_leaked_sandboxes(request: pytest.FixtureRequest):
     It compares with what existed at the start, so another run on the same engine at the same
     time can make it fail too: run the stack suites one at a time.
     """
-    uses_stack = any(STACK_FIXTURES & set(item.fixturenames) for item in request.session.items)
-    if not uses_stack:
+    if not any(item.get_closest_marker("stack") for item in request.session.items):
         yield
         return
     before = leaks.opensandbox_resources()
