@@ -4,6 +4,7 @@ Only tests that request a stack fixture touch Docker or the servers, so unit tes
 """
 
 import os
+import time
 import urllib.error
 import urllib.request
 
@@ -13,6 +14,7 @@ from tests.stack import leaks
 from tests.stack.state import ServerInfo, StackState, read_state
 
 STACK_FIXTURES = {"stack", "plain_server", "dns_server", "dns_nft_server"}
+HEALTH_WAIT_SECONDS = 30
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,14 +37,24 @@ def stack() -> StackState:
     except RuntimeError as error:
         pytest.fail(str(error))
     for server in state.servers.values():
+        _wait_until_healthy(server)
+    return state
+
+
+def _wait_until_healthy(server: ServerInfo) -> None:
+    # Patient enough to ride out `make stack-restart` (a few seconds), then a clear failure.
+    deadline = time.monotonic() + HEALTH_WAIT_SECONDS
+    while True:
         try:
             urllib.request.urlopen(f"http://{server.domain}/health", timeout=5).close()
+            return
         except (urllib.error.URLError, OSError) as error:
-            pytest.fail(
-                f"The {server.name!r} OpenSandbox server of the stack does not answer on "
-                f"{server.domain} ({error}). Start the stack with `make stack-up`."
-            )
-    return state
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"The {server.name!r} OpenSandbox server of the stack does not answer on "
+                    f"{server.domain} ({error}). Start the stack with `make stack-up`."
+                )
+            time.sleep(0.5)
 
 
 @pytest.fixture(scope="session")
