@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from airflow.providers.common.ai.sandbox.base import SandboxSpec
     from opensandbox import SandboxSync
     from opensandbox.config.connection_sync import ConnectionConfigSync
-    from opensandbox.models.filesystem import EntryInfo
     from opensandbox.models.sandboxes import NetworkPolicy
 
 log = logging.getLogger(__name__)
@@ -58,6 +57,8 @@ MAX_LIST_ENTRIES = 10_000
 # The listing body is refused past this size before it is parsed, whatever it holds:
 # ten thousand entries with long absolute paths fit comfortably.
 MAX_LIST_BODY = 16 * 1024 * 1024
+# A description of one path is a few hundred bytes.
+MAX_INFO_BODY = 64 * 1024
 # Pieces a file is downloaded in: the size the SDK uses, and a bounded amount of memory.
 DOWNLOAD_CHUNK = 64 * 1024
 # Stamped on every sandbox so an operator on a shared server can find Airflow's with a
@@ -65,6 +66,14 @@ DOWNLOAD_CHUNK = 64 * 1024
 CREATED_BY = {"created-by": "airflow"}
 # Commands are quoted in the task log up to this length.
 _LOGGED_COMMAND = 120
+
+
+@dataclass(frozen=True)
+class _FileInfo:
+    """What execd says a path is (``file``, ``directory``, ``symlink``, ``other``) and its size."""
+
+    kind: str
+    size: int
 
 
 @dataclass
@@ -436,7 +445,7 @@ class OpenSandboxBackend(SandboxBackend):
         _validate_positive_finite(max_bytes, "max_bytes")
         record = self._sandbox(sandbox)
         entry = self._regular_file(record, path, purpose="read")
-        if entry.entry_type == "file" and entry.size > max_bytes:
+        if entry.kind == "file" and entry.size > max_bytes:
             # Refused before any of it is transferred.
             raise SandboxFileTooLargeError(path, entry.size, max_bytes)
         data = bytearray()
@@ -494,7 +503,7 @@ class OpenSandboxBackend(SandboxBackend):
         _validate_positive_finite(max_bytes, "max_bytes")
         record = self._sandbox(sandbox)
         entry = self._regular_file(record, path, purpose="export")
-        if entry.entry_type == "file" and entry.size > max_bytes:
+        if entry.kind == "file" and entry.size > max_bytes:
             raise SandboxFileTooLargeError(path, entry.size, max_bytes)
         deadline = _export_deadline(max_bytes)
         written = 0
@@ -505,25 +514,34 @@ class OpenSandboxBackend(SandboxBackend):
                     raise SandboxFileTooLargeError(path, written + len(chunk), max_bytes)
                 dest.write(chunk)
                 written += len(chunk)
-        if entry.entry_type == "file":
+        if entry.kind == "file":
             # A symlink reports its own size, not its target's, so there is nothing to check it by.
             self._check_export_size(path, expected=entry.size, written=written)
         return written
 
-    def _regular_file(self, record: _Sandbox, path: str, *, purpose: str) -> EntryInfo:
-        """The metadata of ``path``, refusing anything that is not a file or a link to one."""
+    def _regular_file(self, record: _Sandbox, path: str, *, purpose: str) -> _FileInfo:
+        """What ``path`` is, refusing anything that is not a file or a link to one."""
+        # Asked here rather than through the SDK, which logs a traceback for every path that
+        # does not exist: an everyday mistake of the model's, not an error of the task's.
         with translated(f"{purpose} {path!r}", missing=self._missing(record, path)):
-            infos = record.sdk.files.get_file_info([path])
-        entry = infos.get(path) or next(iter(infos.values()), None)
-        if entry is None:
-            raise self._missing(record, path)()
-        if entry.entry_type == "directory":
+            with record.http.get(
+                EXECD_PORT, "/files/info", "Get file info", params={"path": path}
+            ) as response:
+                body = read_at_most(response, MAX_INFO_BODY)
+        infos = json.loads(body) if body is not None else None
+        entry = infos.get(path) if isinstance(infos, dict) else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("size"), int):
+            raise SandboxError(
+                f"The sandbox did not describe {path!r} in a form this backend reads."
+            )
+        info = _FileInfo(kind=str(entry.get("type")), size=entry["size"])
+        if info.kind == "directory":
             raise SandboxError(f"{path!r} is a directory. Use list_directory to see what is in it.")
-        if entry.entry_type not in ("file", "symlink"):
+        if info.kind not in ("file", "symlink"):
             raise SandboxError(
                 f"{path!r} is not a regular file (it is a device, a pipe or a socket)."
             )
-        return entry
+        return info
 
     def _download(
         self, record: _Sandbox, path: str, *, max_bytes: int

@@ -1,0 +1,210 @@
+"""The event-stream parser, fed execd's wire format (execd-behaviour.md §3) in every split."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from tests.unit.execd_wire import complete, failed, frame
+
+from opensandbox_provider.sandbox._events import MAX_WHOLE_FRAME, BoundedTail, EventParser
+
+
+def parse(stream: bytes, *, split: int, max_bytes: int = 1024) -> EventParser:
+    parser = EventParser(max_bytes)
+    for start in range(0, len(stream), split):
+        parser.feed(stream[start : start + split])
+    parser.close()
+    return parser
+
+
+def random_splits(stream: bytes, seed: int, max_bytes: int) -> EventParser:
+    rng = random.Random(seed)
+    parser = EventParser(max_bytes)
+    at = 0
+    while at < len(stream):
+        step = rng.choice([1, 2, 3, 5, 64, 1000, 65536, 300_000])
+        parser.feed(stream[at : at + step])
+        at += step
+    parser.close()
+    return parser
+
+
+SPLITS = [1, 2, 3, 7, 64, 4096, 1 << 20]
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_blank_lines_survive_the_event_stream(split: int) -> None:
+    # printf 'A\n\nB\nC\n': execd sends each line without its terminator, a blank line as "\n".
+    stream = (
+        frame("init", "0f3c")
+        + frame("ping", "pong")
+        + frame("stdout", "A")
+        + frame("stdout", "\n")
+        + frame("stdout", "B")
+        + frame("stdout", "C")
+        + complete()
+    )
+    parser = parse(stream, split=split)
+    assert parser.stdout.text() == "A\n\nB\nC\n"
+    assert parser.ending is not None and parser.ending.exit_code == 0
+    assert parser.command_id == "0f3c"
+
+
+def test_an_unterminated_last_line_comes_back_with_a_newline() -> None:
+    # printf 'A\n\nB\nC' sends the same events as with the final newline (§3.4 flushes the
+    # held-back line at exit, unmarked), so the common case, a terminated line, is restored.
+    # The toolset splits on lines, so the model sees the same text either way.
+    stream = (
+        frame("stdout", "A") + frame("stdout", "\n") + frame("stdout", "B") + frame("stdout", "C")
+    )
+    assert parse(stream + complete(), split=5).stdout.text() == "A\n\nB\nC\n"
+
+
+def test_stdout_and_stderr_are_kept_apart() -> None:
+    stream = frame("stdout", "out") + frame("stderr", "err") + frame("stdout", "more") + complete()
+    parser = parse(stream, split=3)
+    assert (parser.stdout.text(), parser.stderr.text()) == ("out\nmore\n", "err\n")
+    assert not parser.stdout.truncated and not parser.stderr.truncated
+
+
+@pytest.mark.parametrize("split", [1, 100, 65536])
+def test_each_stream_keeps_its_tail_within_the_byte_budget(split: int) -> None:
+    lines = [f"line {n}" for n in range(2000)]
+    stream = (
+        b"".join(frame("stdout", line) for line in lines) + frame("stderr", "short") + complete()
+    )
+    parser = parse(stream, split=split, max_bytes=100)
+    expected = ("\n".join(lines) + "\n").encode()[-100:].decode()
+    assert parser.stdout.text() == expected
+    assert parser.stdout.truncated
+    assert parser.stderr.text() == "short\n" and not parser.stderr.truncated
+
+
+def test_output_that_fits_exactly_is_not_marked_truncated() -> None:
+    parser = parse(frame("stdout", "x" * 9) + complete(), split=4, max_bytes=10)
+    assert parser.stdout.text() == "x" * 9 + "\n"
+    assert not parser.stdout.truncated
+
+
+@pytest.mark.parametrize("split", [65536, 1 << 20, 77_777])
+def test_a_line_longer_than_any_frame_is_read_as_it_streams(split: int) -> None:
+    line = "x" * (3 * MAX_WHOLE_FRAME) + "END"
+    stream = frame("init", "id") + frame("stdout", line) + frame("stdout", "after") + complete()
+    parser = parse(stream, split=split, max_bytes=50)
+    assert parser.stdout.text() == ("x" * 40 + "END\nafter\n")[-50:]
+    assert parser.stdout.truncated
+    assert parser.ending is not None and parser.ending.exit_code == 0
+
+
+TRICKY_TEXT = '\x00\x01\t"\\<>&\u2028é€😀\\u0041\\\\\\"end'
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_escaped_text_decodes_the_same_however_a_long_frame_is_split(seed: int) -> None:
+    # Go escapes control characters as \u00XX (six bytes for one), quotes, backslashes and
+    # <>& (§3.1); a cut anywhere in an escape or a UTF-8 character must not change the tail.
+    line = TRICKY_TEXT * 200_000
+    parser = random_splits(frame("stderr", line) + complete(), seed, max_bytes=333)
+    assert parser.stderr.text() == (line + "\n").encode()[-333:].decode("utf-8", errors="ignore")
+    assert parser.stderr.truncated
+
+
+def test_a_long_frame_of_backslashes_and_quotes_ends_where_its_text_ends() -> None:
+    line = '\\"' * 2_000_000
+    parser = parse(
+        frame("stdout", line) + frame("stdout", "next") + complete(), split=65536, max_bytes=20
+    )
+    assert parser.stdout.text() == ('\\"' * 10 + "\nnext\n")[-20:]
+
+
+def test_a_long_frame_fits_the_budget_whole_when_it_is_short_enough() -> None:
+    line = "y" * (MAX_WHOLE_FRAME + 10)
+    parser = parse(frame("stdout", line) + complete(), split=8192, max_bytes=2 * MAX_WHOLE_FRAME)
+    assert parser.stdout.text() == line + "\n"
+    assert not parser.stdout.truncated
+
+
+def test_output_after_the_terminal_event_is_ignored() -> None:
+    parser = parse(complete() + frame("stdout", "late") + frame("ping", "pong"), split=10)
+    assert parser.stdout.text() == ""
+    assert parser.ending is not None and parser.ending.exit_code == 0
+
+
+def test_an_exit_status_is_read_from_the_error_event() -> None:
+    parser = parse(frame("stderr", "boom") + failed("3", "exit status 3"), split=9)
+    assert parser.ending is not None
+    assert parser.ending.exit_code == 3
+    assert parser.ending.message == "exit status 3"
+
+
+def test_a_signal_is_reported_as_minus_one_with_its_name() -> None:
+    # kill -9 $$ and a deadline both end as evalue "-1", traceback "signal: killed" (§3.6).
+    parser = parse(failed("-1", "signal: killed"), split=4)
+    assert parser.ending is not None
+    assert (parser.ending.exit_code, parser.ending.message) == (-1, "signal: killed")
+
+
+def test_a_failure_without_a_numeric_status_has_no_exit_code() -> None:
+    text = "fork/exec /usr/bin/bash: operation not permitted"
+    parser = parse(failed(text, text), split=4)
+    assert parser.ending is not None
+    assert parser.ending.exit_code is None
+    assert parser.ending.message == text
+
+
+def test_a_stream_that_ends_without_a_terminal_event_has_no_ending() -> None:
+    parser = parse(frame("init", "id") + frame("stdout", "partial"), split=6)
+    assert parser.ending is None
+    assert parser.stdout.text() == "partial\n"
+
+
+def test_the_last_frame_counts_without_its_separator() -> None:
+    parser = parse(frame("stdout", "a") + complete().rstrip(b"\n"), split=3)
+    assert parser.ending is not None and parser.ending.exit_code == 0
+
+
+def test_a_long_frame_cut_off_by_the_end_of_the_stream_keeps_what_arrived() -> None:
+    line = "z" * (2 * MAX_WHOLE_FRAME)
+    cut = frame("stdout", line)[: MAX_WHOLE_FRAME + 100]
+    parser = parse(cut, split=65536, max_bytes=10)
+    assert parser.stdout.text() == "z" * 10
+    assert parser.ending is None
+
+
+def test_sse_data_framing_is_read_as_well() -> None:
+    # The SDK accepts standard SSE "data:" events as well as execd's bare JSON (§3.1).
+    stream = b"".join(b"data: " + event for event in (frame("stdout", "hi"), complete()))
+    parser = parse(stream, split=5)
+    assert parser.stdout.text() == "hi\n"
+    assert parser.ending is not None and parser.ending.exit_code == 0
+
+
+def test_unreadable_frames_are_counted_and_skipped() -> None:
+    stream = b"not json\n\n" + frame("stdout", "ok") + b"[1,2]\n\n" + complete()
+    parser = parse(stream, split=7)
+    assert parser.stdout.text() == "ok\n"
+    assert parser.unreadable_frames == 2
+    assert parser.ending is not None
+
+
+def test_a_long_frame_that_is_not_output_is_skipped() -> None:
+    junk = b'{"type":"result","results":{"text":"' + b"r" * (2 * MAX_WHOLE_FRAME) + b'"}}\n\n'
+    parser = parse(junk + frame("stdout", "ok") + complete(), split=65536)
+    assert parser.stdout.text() == "ok\n"
+    assert parser.unreadable_frames == 1
+
+
+def test_a_bounded_tail_trims_to_its_budget() -> None:
+    tail = BoundedTail(4)
+    for piece in (b"ab", b"cd", b"ef"):
+        tail.append(piece)
+    assert tail.text() == "cdef" and tail.truncated and tail.total == 6
+
+
+def test_a_bounded_tail_drops_a_character_its_cut_splits() -> None:
+    tail = BoundedTail(3)
+    tail.append("aé€".encode())  # 1 + 2 + 3 bytes; the last three are "€"
+    assert tail.text() == "€"
+    tail.append(b"x")
+    assert tail.text() == "x"  # the cut falls inside "€", whose remains are dropped

@@ -1,0 +1,252 @@
+"""Reading one command's event stream over HTTP, against a scripted execd on loopback."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
+from opensandbox.exceptions import SandboxApiException
+from tests.unit.execd_wire import complete, frame
+
+from opensandbox_provider.sandbox import _stream
+from opensandbox_provider.sandbox._stream import run_streamed
+
+# How long a scripted execd holds a connection open that the reader should have left.
+HOLD = 60.0
+# Generous bound on a call that should return long before it: only there so a broken reader
+# fails the test instead of hanging it.
+NO_HANG = 20.0
+
+
+class ScriptedExecd:
+    """A loopback HTTP server whose POST /command answer is a script written by the test."""
+
+    def __init__(self, script: Callable[[BaseHTTPRequestHandler], None]) -> None:
+        self.requests: list[dict] = []
+        self.client_left = threading.Event()
+        execd = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                length = int(self.headers.get("Content-Length", 0))
+                execd.requests.append(json.loads(self.rfile.read(length)))
+                try:
+                    script(self)
+                except (BrokenPipeError, ConnectionResetError):
+                    execd.client_left.set()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class LoopbackHttp:
+    """What run_streamed needs of a sandbox's HTTP access, pointed at the scripted execd."""
+
+    def __init__(self, port: int) -> None:
+        self.client = httpx.Client()
+        self.request_timeout = 5.0
+        self._port = port
+
+    def target(self, port: int, path: str) -> tuple[str, dict[str, str]]:
+        return f"http://127.0.0.1:{self._port}{path}", {}
+
+
+def event_stream(handler: BaseHTTPRequestHandler) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+
+
+def send(handler: BaseHTTPRequestHandler, data: bytes) -> None:
+    handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+    handler.wfile.flush()
+
+
+def hold_with_heartbeats(handler: BaseHTTPRequestHandler, interval: float = 0.2) -> None:
+    # Writing is how a server learns its client has gone: execd's heartbeat does the same.
+    deadline = time.monotonic() + HOLD
+    while time.monotonic() < deadline:
+        time.sleep(interval)
+        send(handler, frame("ping", "pong"))
+
+
+@pytest.fixture
+def execd_with() -> Iterator[Callable[[Callable[[BaseHTTPRequestHandler], None]], ScriptedExecd]]:
+    servers: list[ScriptedExecd] = []
+
+    def start(script: Callable[[BaseHTTPRequestHandler], None]) -> ScriptedExecd:
+        servers.append(ScriptedExecd(script))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def run(execd: ScriptedExecd, command: str = "x", *, timeout_ms: int = 600_000) -> object:
+    return run_streamed(
+        LoopbackHttp(execd.port), command, timeout_ms=timeout_ms, max_output_bytes=100
+    )
+
+
+def run_in_thread(call: Callable[[], object]) -> dict:
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["result"] = call()
+        except BaseException as e:  # handed to the test to assert on
+            outcome["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(NO_HANG)
+    outcome["returned"] = not thread.is_alive()
+    return outcome
+
+
+def test_the_result_comes_back_at_the_terminal_event_while_execd_holds_the_stream(
+    execd_with,
+) -> None:
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, frame("init", "id") + frame("stdout", "hi") + complete())
+        hold_with_heartbeats(handler)  # execd's grace period, stretched to a minute
+
+    execd = execd_with(script)
+    outcome = run_in_thread(
+        lambda: run_streamed(
+            LoopbackHttp(execd.port), "echo hi", timeout_ms=5000, max_output_bytes=100
+        )
+    )
+    assert outcome["returned"], "run_streamed waited for the stream to end after the terminal event"
+    streamed = outcome["result"]
+    assert streamed.abandoned is None
+    assert streamed.ending.exit_code == 0
+    assert streamed.parser.stdout.text() == "hi\n"
+    # The reader hung up rather than leaving the connection to execd.
+    assert execd.client_left.wait(NO_HANG)
+
+
+def test_the_command_and_its_deadline_are_sent_to_execd(execd_with) -> None:
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, complete())
+
+    execd = execd_with(script)
+    run(execd, "sleep 1", timeout_ms=2500)
+    assert execd.requests == [{"command": "sleep 1", "timeout": 2500}]
+
+
+def test_a_silent_stream_is_abandoned_as_stalled(execd_with, monkeypatch) -> None:
+    monkeypatch.setattr(_stream, "STALL_WINDOW", 0.5)
+
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, frame("init", "id") + frame("stdout", "before the stall"))
+        time.sleep(HOLD)
+
+    execd = execd_with(script)
+    outcome = run_in_thread(
+        lambda: run_streamed(
+            LoopbackHttp(execd.port), "x", timeout_ms=600_000, max_output_bytes=100
+        )
+    )
+    assert outcome["returned"]
+    streamed = outcome["result"]
+    assert streamed.abandoned == "stalled"
+    assert streamed.ending is None
+    assert streamed.parser.stdout.text() == "before the stall\n"
+
+
+def test_a_stream_silent_before_its_first_byte_is_abandoned_as_stalled(
+    execd_with, monkeypatch
+) -> None:
+    monkeypatch.setattr(_stream, "STALL_WINDOW", 0.5)
+    execd = execd_with(lambda handler: time.sleep(HOLD))
+    outcome = run_in_thread(
+        lambda: run_streamed(
+            LoopbackHttp(execd.port), "x", timeout_ms=600_000, max_output_bytes=100
+        )
+    )
+    assert outcome["returned"]
+    assert outcome["result"].abandoned == "stalled"
+
+
+def test_heartbeats_without_an_end_are_abandoned_past_the_budget(execd_with, monkeypatch) -> None:
+    monkeypatch.setattr(_stream, "BACKSTOP_GRACE", 0.5)
+
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, frame("init", "id"))
+        hold_with_heartbeats(handler, interval=0.1)
+
+    execd = execd_with(script)
+    outcome = run_in_thread(lambda: run(execd, timeout_ms=200))
+    assert outcome["returned"]
+    assert outcome["result"].abandoned == "overran"
+
+
+def test_a_refused_command_raises_the_sdk_error_with_execds_message(execd_with) -> None:
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        body = json.dumps(
+            {"code": "INVALID_REQUEST_BODY", "message": "working directory does not exist"}
+        )
+        handler.send_response(400)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body.encode())
+
+    execd = execd_with(script)
+    with pytest.raises(SandboxApiException) as raised:
+        run(execd)
+    assert raised.value.status_code == 400
+    assert "working directory does not exist" in str(raised.value)
+
+
+def test_an_answer_that_is_not_an_event_stream_is_terminal(execd_with) -> None:
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/html")
+        handler.send_header("Content-Length", "2")
+        handler.end_headers()
+        handler.wfile.write(b"hi")
+
+    execd = execd_with(script)
+    with pytest.raises(SandboxTerminalError, match="not execd"):
+        run(execd)
+
+
+def test_a_stream_that_ends_without_a_terminal_event_is_not_abandoned(execd_with) -> None:
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, frame("init", "id") + frame("stdout", "last words"))
+        handler.wfile.write(b"0\r\n\r\n")
+
+    execd = execd_with(script)
+    streamed = run(execd)
+    assert streamed.abandoned is None
+    assert streamed.ending is None
+    assert streamed.parser.stdout.text() == "last words\n"
