@@ -60,6 +60,12 @@ docs: setup
 demo: stack-up
 	$(PY) -m tests.airflow_stack demo $(if $(ONCE),--once) $(if $(AIRFLOW_PORT),--port $(AIRFLOW_PORT))
 
+# Our backend beside common-ai's built-in one and the raw SDK, on the local stack, in one run
+# (~15 min): the table of ratios against the goals of issues 4 and 7, and artifacts/bench.json.
+# It reports; it is not a gate of `make test`.
+bench: setup
+	$(STACK) run -- $(PY) -m benchmarks
+
 lint: setup
-	$(PY) -m ruff check src tests system_tests
+	$(PY) -m ruff check src tests system_tests benchmarks
 	$(PY) -m mypy src

@@ -1,0 +1,58 @@
+"""What each case asks of the sandbox: commands, sizes and budgets, in one place."""
+
+MIB = 1024 * 1024
+# The toolset's default per-stream cap, which is what a worker holds per command in practice.
+CAP = 50 * 1024
+# Budget for commands that are meant to finish; a stuck one must not hold the bench for long.
+LONG_TIMEOUT = 600.0
+
+CREATE_DESTROY_RUNS = 20
+ECHO_RUNS = 50
+ECHO_COMMAND = "echo hi"
+
+# 200 MB of 100-byte lines: 2 million output events, the shape of a chatty build log.
+LINE = "x" * 99
+LINES_BYTES = 200_000_000
+LINES_COMMAND = f"yes {LINE} | head -c {LINES_BYTES}"
+
+# 1 GiB on one line, the model-written `cat /dev/zero` that issue 4 is about.
+NO_NEWLINE_BYTES = 1024 * MIB
+# The raw SDK and the built-in backend hold a whole line in memory several times over and take
+# about a second per MiB on it (issue 4: 64 MiB raised RSS by 515 MB in 62 s), so 1 GiB would
+# take the worker down or run for a quarter of an hour. They are measured at this size instead,
+# bounded by NO_NEWLINE_SECONDS, and the table says so.
+NO_NEWLINE_REDUCED_BYTES = 64 * MIB
+NO_NEWLINE_SECONDS = 240.0
+
+
+def no_newline_command(size: int) -> str:
+    return f"head -c {size} /dev/zero | tr '\\0' x"
+
+
+EXPORT_BYTES = 256 * MIB
+EXPORT_PATH = "/tmp/bench-export.bin"
+MAKE_EXPORT_FILE = f"head -c {EXPORT_BYTES} /dev/urandom > {EXPORT_PATH}"
+
+AGENT_RUNS = 16
+AGENT_SECONDS = 300.0
+
+# A command that would print and end at once, were the stream not stalled by the stand-in.
+STALLED_COMMAND = "echo started; sleep 1; echo done"
+# Longer than the heartbeat window, so a stall caught inside it was caught by the heartbeat and
+# not by the command's own budget.
+STALL_BUDGET = 20.0
+# The raw SDK waits on a silent stream forever; this is how long the bench lets it.
+STALL_SECONDS = 90.0
+
+# Emission rates of the stand-in itself, for the throughput row: how fast the sandbox makes the
+# lines, and how fast execd puts them on the wire to a reader that parses nothing.
+GENERATOR_COMMAND = (
+    'python3 -c "import subprocess,time; t=time.monotonic(); '
+    f"subprocess.run('{LINES_COMMAND} > /dev/null', shell=True, check=True); "
+    'print(time.monotonic()-t)"'
+)
+
+
+def stall_env(kind: str) -> dict[str, str]:
+    """The execd stand-in's test switch (its header documents it): "silent" or "heartbeat"."""
+    return {"OPENSANDBOX_TEST_STALL": kind}

@@ -1,0 +1,123 @@
+"""Fixtures of the reliability suite: backends on the stack, a server of its own, and the checks
+every case repeats (no container left, no API key in any log line or error)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from airflow.providers.common.ai.sandbox import SandboxSpec
+from tests.reliability.faultproxy import FaultProxy
+from tests.reliability.own_server import OwnServer
+from tests.stack.state import ServerInfo, StackState
+
+# Open egress, so the plain server (no sidecar) can provision it; egress is not what this suite
+# is about.
+OPEN = SandboxSpec(block_network=False)
+# Destroy returns before Docker has finished removing the container.
+REMOVAL_SECONDS = 15.0
+
+
+def containers_of(sandbox: str) -> list[str]:
+    output = subprocess.run(
+        [
+            "docker",
+            "ps",
+            "-a",
+            "--filter",
+            f"label=opensandbox.io/id={sandbox}",
+            "--format",
+            "{{.Names}}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return output.split()
+
+
+def assert_no_container(sandbox: str) -> None:
+    deadline = time.monotonic() + REMOVAL_SECONDS
+    while (left := containers_of(sandbox)) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert not left, f"sandbox {sandbox} left containers behind: {left}"
+
+
+def assert_key_hidden(key: str, caplog: pytest.LogCaptureFixture, *errors: BaseException) -> None:
+    """The API key is in no captured log line and in no error's text, causes included."""
+    leaking = [record.getMessage() for record in caplog.records if key in record.getMessage()]
+    leaking += [
+        record.exc_text for record in caplog.records if record.exc_text and key in record.exc_text
+    ]
+    assert not leaking, f"the API key appears in log lines: {leaking}"
+    for error in errors:
+        chain: BaseException | None = error
+        while chain is not None:
+            assert key not in str(chain), f"the API key appears in an error: {type(chain).__name__}"
+            assert key not in repr(chain.args), (
+                f"the API key appears in an error's args: {type(chain).__name__}"
+            )
+            chain = chain.__cause__ or chain.__context__
+
+
+@pytest.fixture(autouse=True)
+def capture_everything(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+
+
+@pytest.fixture
+def make_backend(monkeypatch: pytest.MonkeyPatch, stack: StackState) -> Callable[..., object]:
+    """A backend reading a connection to ``server``, as a Dag's backend reads its connection."""
+    from opensandbox_provider.sandbox import OpenSandboxBackend
+
+    def make(server: ServerInfo, conn_id: str = "reliability", **extra: object):
+        for variable, value in server.airflow_connection_env(conn_id, **extra).items():
+            monkeypatch.setenv(variable, value)
+        return OpenSandboxBackend(conn_id, image=stack.sandbox_image)
+
+    return make
+
+
+@pytest.fixture
+def sandboxes(plain_server: ServerInfo) -> Iterator[list[str]]:
+    """Sandbox ids a test made; any still standing at the end is destroyed through the SDK."""
+    made: list[str] = []
+    yield made
+    destroy_directly(plain_server, made)
+
+
+def destroy_directly(server: ServerInfo, sandboxes: list[str]) -> None:
+    from opensandbox.exceptions import SandboxApiException
+    from opensandbox.sync.manager import SandboxManagerSync
+
+    manager = SandboxManagerSync.create(server.connection_config())
+    try:
+        for sandbox in sandboxes:
+            try:
+                manager.kill_sandbox(sandbox)
+            except SandboxApiException as error:
+                if error.status_code != 404:
+                    raise
+    finally:
+        manager.close()
+
+
+@pytest.fixture(scope="session")
+def own_server(stack: StackState) -> Iterator[OwnServer]:
+    """A server only this suite uses, so killing or re-keying it disturbs no other test."""
+    server = OwnServer(secrets.token_urlsafe(24))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fault_proxy(plain_server: ServerInfo) -> Iterator[FaultProxy]:
+    proxy = FaultProxy(plain_server.host, plain_server.port)
+    proxy.start()
+    yield proxy
+    proxy.stop()

@@ -1,0 +1,53 @@
+"""An OpenSandbox server of the reliability suite's own, which it may kill and restart at will.
+
+It is one more server of the stack's kind (tests/stack/servers.py writes its config and starts
+it, from the stack's server venv and images) on a port and a sandbox port range of its own, so
+killing it by its PID mid-command disturbs no other test's server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from tests.stack import processes, servers
+from tests.stack.servers import ServerSpec
+from tests.stack.state import ServerInfo
+
+# Past the stack's three servers (ports 18090-18092, sandbox ports from 41000 for indexes 0-2).
+SPEC = ServerSpec("reliability", 18097, None, 5)
+
+
+class OwnServer:
+    def __init__(self, api_key: str) -> None:
+        self.api_key = api_key
+
+    @property
+    def info(self) -> ServerInfo:
+        return ServerInfo(SPEC.name, servers.HOST, SPEC.port, self.api_key, None)
+
+    def start(self) -> None:
+        """Starts the server, or restarts it when it runs with another key."""
+        servers.ensure_server(SPEC, self.api_key)
+
+    def kill(self) -> None:
+        """SIGKILL, as an OOM killer or a crashed node would end it: no graceful shutdown."""
+        record = processes.find(SPEC.process_name)
+        if record is None:
+            return
+        os.kill(record.pid, signal.SIGKILL)
+        while processes.find(SPEC.process_name) is not None:
+            try:
+                os.waitpid(record.pid, os.WNOHANG)  # ours to reap when this process started it
+            except ChildProcessError:
+                pass
+            time.sleep(0.05)
+
+    def rotate_key(self, new_key: str) -> None:
+        """Restarts the server with ``new_key``; clients holding the old one are now refused."""
+        self.api_key = new_key
+        servers.ensure_server(SPEC, new_key)
+
+    def stop(self) -> None:
+        servers.stop_server(SPEC)

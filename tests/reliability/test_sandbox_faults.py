@@ -1,0 +1,97 @@
+"""The sandbox fails under a running command: its container is killed, or execd's stream stalls.
+
+What is right: a sandbox killed from outside is gone, so the call says so, either as a
+``SandboxTerminalError`` (the toolset fails the task and destroys what is left) or as a result
+with ``sandbox_terminated`` after the backend destroyed it itself (the toolset provisions a new
+one). A plain ``SandboxError`` would be wrong: the model would retry in a sandbox that no longer
+exists. A stalled stream is abandoned, the sandbox destroyed to end it, and the result says
+``timed_out`` and ``sandbox_terminated`` (SPEC.md, behaviour 7): for a silent stall from the
+missing heartbeats, for one that keeps sending heartbeats from the budget-plus-grace backstop.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+from airflow.providers.common.ai.sandbox import SandboxSpec, SandboxTerminalError
+from tests.reliability.bounded import Pending, within
+from tests.reliability.conftest import assert_key_hidden, assert_no_container, containers_of
+
+CAP = 50 * 1024
+# SPEC.md behaviour 7 allows the stream 30 s past the budget; anything far beyond that hangs.
+GRACE = 30.0
+SLACK = 60.0
+STALL_VARIABLE = "OPENSANDBOX_TEST_STALL"  # the execd stand-in's test switch
+
+
+def _wait_for_process(backend, handle: str, pattern: str) -> None:
+    """Until the command is running in the container, seen from the engine, not from execd."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        top = subprocess.run(
+            ["docker", "top", containers_of(handle)[0], "-o", "args"],
+            capture_output=True,
+            text=True,
+        )
+        if pattern in top.stdout:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"the command {pattern!r} never started in sandbox {handle}")
+
+
+def test_container_killed_mid_command_reports_the_sandbox_gone(
+    make_backend, plain_server, sandboxes, caplog
+):
+    backend = make_backend(plain_server)
+    handle = backend.create(spec=SandboxSpec(block_network=False))
+    sandboxes.append(handle)
+    running = Pending(
+        lambda: backend.run_command(
+            handle, "sleep 77; echo finished", timeout=120, max_output_bytes=CAP
+        )
+    )
+    _wait_for_process(backend, handle, "sleep 77")
+
+    subprocess.run(["docker", "kill", containers_of(handle)[0]], check=True, capture_output=True)
+    result, error = running.outcome(120 + GRACE + SLACK, "run_command on a killed container")
+
+    if error is not None:
+        assert isinstance(error, SandboxTerminalError), f"{type(error).__name__}: {error}"
+        assert_key_hidden(plain_server.api_key, caplog, error)
+        backend.destroy(handle)  # what the toolset does when a run fails
+    else:
+        assert result.sandbox_terminated, (
+            f"a killed sandbox came back as an ordinary result: {result}"
+        )
+        assert "finished" not in result.stdout
+    assert_no_container(handle)
+    assert_key_hidden(plain_server.api_key, caplog)
+
+
+@pytest.mark.parametrize(
+    ("stall", "budget"),
+    [("silent", 60.0), ("heartbeat", 5.0)],
+    ids=["silent-caught-by-missing-heartbeats", "heartbeats-caught-by-the-backstop"],
+)
+def test_stalled_stream_is_abandoned_and_the_sandbox_destroyed(
+    make_backend, plain_server, sandboxes, caplog, stall, budget
+):
+    backend = make_backend(plain_server)
+    handle = backend.create(spec=SandboxSpec(block_network=False, env={STALL_VARIABLE: stall}))
+    sandboxes.append(handle)
+
+    result = within(
+        budget + GRACE + SLACK,
+        f"run_command on a {stall} stalled stream",
+        lambda: backend.run_command(
+            handle, "echo started; echo done", timeout=budget, max_output_bytes=CAP
+        ),
+    )
+
+    assert result.timed_out
+    assert result.sandbox_terminated
+    assert_no_container(handle)
+    backend.destroy(handle)  # idempotent on a sandbox the backend already destroyed
+    assert_key_hidden(plain_server.api_key, caplog)
