@@ -42,11 +42,11 @@ def example_sandbox_toolset_opensandbox():
         from airflow.providers.common.ai.toolsets import SandboxToolset
         from opensandbox.exceptions import SandboxApiException
         from opensandbox.sync.manager import SandboxManagerSync
-        from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
         from pydantic_ai import Agent
         from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
         from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+        from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
         from opensandbox_provider.sandbox import OpenSandboxBackend
 
         class RecordingBackend(OpenSandboxBackend):
@@ -135,7 +135,7 @@ def example_sandbox_toolset_opensandbox():
                 f"destroyed {backend.destroyed}."
             )
         (handle,) = backend.created
-        manager = SandboxManagerSync.create(OpenSandboxHook().get_connection_config())
+        manager = SandboxManagerSync.create(OpenSandboxHook().connection_config)
         try:
             info = manager.get_sandbox_info(handle)
         except SandboxApiException as error:

@@ -44,9 +44,9 @@ def demo(*, once: bool, port: int | None, home: Path, timeout: float) -> int:
             if once:
                 return 0 if outcome.state == "success" else 1
             _say("\nAirflow stays up until Ctrl-C.")
-            while not components.dead(site):
+            while not components.dead(site.home):
                 time.sleep(1.0)
-            _say(f"Airflow's {', '.join(components.dead(site))} exited; stopping the rest.")
+            _say(f"Airflow's {', '.join(components.dead(site.home))} exited; stopping the rest.")
             return 1
     except KeyboardInterrupt:
         _say("\nStopping Airflow ...")

@@ -23,12 +23,12 @@ COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 STOP_GRACE_SECONDS = 30.0
 
 
-def _pid_file(site: AirflowSite, component: str) -> Path:
-    return site.home / "run" / f"{component}.pid"
+def _pid_file(home: Path, component: str) -> Path:
+    return home / "run" / f"{component}.pid"
 
 
-def log_file(site: AirflowSite, component: str) -> Path:
-    return site.home / "logs" / f"{component}.out"
+def log_file(home: Path, component: str) -> Path:
+    return home / "logs" / f"{component}.out"
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -82,11 +82,11 @@ def _wait_gone(pid: int, deadline: float) -> bool:
     return False
 
 
-def stop(site: AirflowSite) -> list[str]:
-    """Stop every component started for ``site``; returns the names of those that were running."""
+def stop(home: Path) -> list[str]:
+    """Stop every component started in ``home``; returns the names of those that were running."""
     running: dict[str, int] = {}
     for component in COMPONENTS:
-        pid_file = _pid_file(site, component)
+        pid_file = _pid_file(home, component)
         pid = _live_pid(pid_file)
         if pid is not None:
             os.killpg(pid, signal.SIGTERM)
@@ -106,7 +106,7 @@ def start(site: AirflowSite) -> None:
     (site.home / "logs").mkdir(exist_ok=True)
     environment = site.environment()
     for component in COMPONENTS:
-        with log_file(site, component).open("ab") as log:
+        with log_file(site.home, component).open("ab") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "airflow", component],
                 cwd=site.home,
@@ -116,20 +116,20 @@ def start(site: AirflowSite) -> None:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        _pid_file(site, component).write_text(f"{process.pid} {_start_time(process.pid)}\n")
+        _pid_file(site.home, component).write_text(f"{process.pid} {_start_time(process.pid)}\n")
 
 
-def dead(site: AirflowSite) -> list[str]:
-    """The components that were started for ``site`` and are no longer running."""
+def dead(home: Path) -> list[str]:
+    """The components that were started in ``home`` and are no longer running."""
     return [
         component
         for component in COMPONENTS
-        if _pid_file(site, component).exists() and _live_pid(_pid_file(site, component)) is None
+        if _pid_file(home, component).exists() and _live_pid(_pid_file(home, component)) is None
     ]
 
 
-def log_tail(site: AirflowSite, component: str, lines: int = 30) -> str:
-    path = log_file(site, component)
+def log_tail(home: Path, component: str, lines: int = 30) -> str:
+    path = log_file(home, component)
     if not path.exists():
         return "(no output)"
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

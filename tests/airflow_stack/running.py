@@ -76,17 +76,19 @@ def opensandbox_connection(server: ServerInfo) -> dict[str, Any]:
         "port": server.port,
         "schema": "http",
         "password": server.api_key,
-        "extra": json.dumps({"request_timeout": 30}),
+        # Stated although it is the hook's default: Airflow's edit form shows an extra field
+        # only when the connection holds a value for it, and the demo shows the whole form.
+        "extra": json.dumps({"request_timeout": 30, "use_server_proxy": True}),
     }
 
 
 def _wait_until_healthy(site: AirflowSite, api: AirflowApi) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while not api.healthy():
-        dead = components.dead(site)
+        dead = components.dead(site.home)
         if dead:
             tails = "\n\n".join(
-                f"--- {name} ---\n{components.log_tail(site, name)}" for name in dead
+                f"--- {name} ---\n{components.log_tail(site.home, name)}" for name in dead
             )
             raise RuntimeError(f"Airflow's {', '.join(dead)} exited during start-up:\n{tails}")
         if time.monotonic() > deadline:
@@ -100,7 +102,7 @@ def _wait_until_healthy(site: AirflowSite, api: AirflowApi) -> None:
 @contextmanager
 def running_airflow(site: AirflowSite) -> Iterator[RunningAirflow]:
     """Start Airflow in ``site``, wait until all of it is healthy and log in; stop it on exit."""
-    components.stop(site)  # whatever an interrupted earlier run left behind in this home
+    components.stop(site.home)  # whatever an interrupted earlier run left behind in this home
     started = time.monotonic()
     api = AirflowApi(site.base_url)
     try:
@@ -113,7 +115,7 @@ def running_airflow(site: AirflowSite) -> Iterator[RunningAirflow]:
         yield RunningAirflow(site, api, password, startup_seconds)
     finally:
         api.close()
-        components.stop(site)
+        components.stop(site.home)
 
 
 def _wait_for_dag(api: AirflowApi) -> None:

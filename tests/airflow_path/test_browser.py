@@ -1,0 +1,113 @@
+"""A person's view: headless Chromium logs into the UI, reads the task log, tests the connection.
+
+Screenshots of each page land in artifacts/browser/, whether the test passes or not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from playwright.sync_api import Locator, Page, expect, sync_playwright
+
+from tests.airflow_path.browser import CHROMIUM_FLAGS, chromium_executable
+from tests.airflow_stack.home import REPO
+from tests.airflow_stack.running import (
+    CONN_ID,
+    PASSED_LINE,
+    USERNAME,
+    DagRunOutcome,
+    RunningAirflow,
+)
+
+ARTIFACTS = REPO / "artifacts" / "browser"
+# Generous: the first page load compiles the UI's scripts on a loaded two-core machine.
+UI_TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def page(airflow: RunningAirflow) -> Iterator[Page]:
+    """A browser page logged into the UI through its sign-in form, as a person would."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium_executable(), args=CHROMIUM_FLAGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.set_default_timeout(UI_TIMEOUT_MS)
+            expect.set_options(timeout=UI_TIMEOUT_MS)
+            page.goto(f"{airflow.site.base_url}/")
+            with screenshot(page, "01-sign-in"):
+                page.get_by_label("Username").fill(USERNAME)
+                page.get_by_label("Password").fill(airflow.password)
+                page.get_by_role("button", name="Sign in").click()
+                page.wait_for_url(f"{airflow.site.base_url}/")
+            yield page
+        finally:
+            browser.close()
+
+
+@contextmanager
+def screenshot(page: Page, name: str) -> Iterator[None]:
+    """Save what the page shows once the block ends, passed or failed, for a person to look at."""
+    try:
+        yield
+    finally:
+        page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
+
+
+def _connection_row(page: Page, airflow: RunningAirflow) -> Locator:
+    page.goto(f"{airflow.site.base_url}/connections")
+    return page.get_by_role("row").filter(has_text=CONN_ID)
+
+
+def test_ui_task_log_shows_the_sandbox_lifecycle(
+    page: Page, airflow: RunningAirflow, dag_run: DagRunOutcome
+) -> None:
+    page.goto(airflow.task_url(dag_run.run_id))
+    with screenshot(page, "02-task-log"):
+        expect(page.get_by_text("Success", exact=True).first).to_be_visible()
+        for line in (
+            "Created OpenSandbox sandbox",
+            "with no network policy (egress open)",
+            "execd answered its health check",
+            "Tool call 1/5: write_file",
+            "Tool call 2/5: run_command",
+            "Tool call 3/5: read_file",
+            "Tool call 4/5: run_command",
+            "Tool call 5/5: list_directory",
+            "Destroyed sandbox",
+            "is gone from the server after the teardown",
+            PASSED_LINE,
+        ):
+            expect(page.get_by_text(line).first).to_be_visible()
+
+
+def test_ui_connection_form_shows_the_opensandbox_fields(
+    page: Page, airflow: RunningAirflow, dag_run: DagRunOutcome
+) -> None:
+    # dag_run is requested for the connection it stores, which this form edits.
+    _connection_row(page, airflow).get_by_role("button", name="Edit Connection").click()
+    dialog = page.get_by_role("dialog")
+    with screenshot(page, "03-connection-form"):
+        expect(dialog.get_by_text("OpenSandbox", exact=True)).to_be_visible()
+        for label in ("Server host", "Port", "Protocol", "API key"):
+            expect(dialog.get_by_text(label, exact=True)).to_be_visible()
+        # The provider hides the login field: OpenSandbox authenticates with the API key alone.
+        expect(dialog.get_by_text("Login", exact=True)).to_have_count(0)
+        dialog.get_by_role("button", name="Extra Fields", exact=True).click()
+        expect(dialog.get_by_text("Request timeout (s)")).to_be_visible()
+        expect(dialog.get_by_label("Use server proxy")).to_be_checked()
+    page.keyboard.press("Escape")
+
+
+def test_ui_test_button_passes_against_the_stack(
+    page: Page, airflow: RunningAirflow, dag_run: DagRunOutcome
+) -> None:
+    _connection_row(page, airflow).get_by_role("button", name="Test Connection").click()
+    with screenshot(page, "04-connection-test"):
+        toast = page.get_by_role("status").filter(has_text="Test Connection")
+        expect(toast).to_contain_text("Test Connection Successful")
+        expect(toast).to_contain_text("accepted the API key")
