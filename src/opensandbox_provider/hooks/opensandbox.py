@@ -16,6 +16,9 @@ from opensandbox_provider._sdk import OpenSandboxNotInstalled, require_sdk
 if TYPE_CHECKING:
     from opensandbox.config.connection_sync import ConnectionConfigSync
 
+# Where the SDK reads its server and key from when it is given neither.
+DOMAIN_VARIABLE = "OPEN_SANDBOX_DOMAIN"
+API_KEY_VARIABLE = "OPEN_SANDBOX_API_KEY"
 # The SDK's own default, kept when the connection sets none.
 DEFAULT_REQUEST_TIMEOUT = 30.0
 _TRUE = frozenset({"true", "1", "yes", "on"})
@@ -135,12 +138,10 @@ class OpenSandboxHook(BaseHook):
 
     @staticmethod
     def _from_environment() -> dict[str, Any]:
-        from opensandbox.config.connection_sync import ConnectionConfigSync
-
-        domain = os.environ.get(ConnectionConfigSync._ENV_DOMAIN, "").strip()
+        domain = os.environ.get(DOMAIN_VARIABLE, "").strip()
         if not domain:
             raise InvalidConnectionError(
-                f"No connection id was given and {ConnectionConfigSync._ENV_DOMAIN} is not set, so "
+                f"No connection id was given and {DOMAIN_VARIABLE} is not set, so "
                 "there is no OpenSandbox server to use. Set it to the server's host:port, or pass "
                 "an opensandbox connection id."
             )
@@ -151,7 +152,7 @@ class OpenSandboxHook(BaseHook):
         return {
             "domain": domain.rstrip("/"),
             "protocol": protocol,
-            "api_key": os.environ.get(ConnectionConfigSync._ENV_API_KEY) or None,
+            "api_key": os.environ.get(API_KEY_VARIABLE) or None,
             "request_timeout": timedelta(seconds=DEFAULT_REQUEST_TIMEOUT),
         }
 

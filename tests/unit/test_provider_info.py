@@ -1,0 +1,71 @@
+"""The provider info Airflow reads through the entry point, checked the way Airflow checks it."""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import distribution
+
+from airflow._shared.secrets_masker import DEFAULT_SENSITIVE_FIELDS
+from airflow.providers_manager import ProvidersManager, _create_provider_info_schema_validator
+from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+from packaging.utils import canonicalize_name
+
+from opensandbox_provider.get_provider_info import get_provider_info
+
+DISTRIBUTION = "airflow-provider-opensandbox"
+
+
+def connection_type() -> dict:
+    (connection,) = get_provider_info()["connection-types"]
+    return connection
+
+
+def test_the_provider_info_passes_airflows_own_schema() -> None:
+    _create_provider_info_schema_validator().validate(get_provider_info())
+
+
+def test_the_package_name_is_the_canonical_distribution_name() -> None:
+    # Airflow refuses a mismatch, and the refusal breaks discovery of every provider.
+    assert get_provider_info()["package-name"] == canonicalize_name(distribution(DISTRIBUTION).name)
+
+
+def test_the_entry_point_is_the_one_airflow_calls() -> None:
+    (entry_point,) = [
+        point
+        for point in distribution(DISTRIBUTION).entry_points
+        if point.group == "apache_airflow_provider"
+    ]
+    assert entry_point.load() is get_provider_info
+
+
+def test_the_connection_type_names_a_hook_that_agrees_with_it() -> None:
+    connection = connection_type()
+    module, _, name = connection["hook-class-name"].rpartition(".")
+    hook = getattr(importlib.import_module(module), name)
+    assert connection["connection-type"] == hook.conn_type == "opensandbox"
+    assert hook.conn_name_attr == "opensandbox_conn_id"
+    assert hook.default_conn_name == "opensandbox_default"
+    # Connection.get_hook() passes the connection id under conn_name_attr.
+    assert hook(**{hook.conn_name_attr: "x"}).opensandbox_conn_id == "x"
+
+
+def test_no_field_the_form_would_mask_has_a_default() -> None:
+    # The form shows the default of a field with a sensitive name as "***", and a save
+    # then stores that string into the connection.
+    for name, field in connection_type()["conn-fields"].items():
+        if any(word in name.lower() for word in DEFAULT_SENSITIVE_FIELDS):
+            assert "default" not in field["schema"], name
+
+
+def test_the_form_relabels_the_password_as_the_api_key_and_hides_the_login() -> None:
+    behaviour = connection_type()["ui-field-behaviour"]
+    assert behaviour["hidden-fields"] == ["login"]
+    assert behaviour["relabeling"]["password"] == "API key"
+    assert set(connection_type()["conn-fields"]) == {"request_timeout", "use_server_proxy"}
+
+
+def test_airflow_discovers_the_provider_and_its_hook() -> None:
+    assert DISTRIBUTION in ProvidersManager().providers
+    hook = ProvidersManagerTaskRuntime().hooks["opensandbox"]
+    assert hook is not None
+    assert hook.hook_class_name == connection_type()["hook-class-name"]
