@@ -56,9 +56,12 @@ docs: setup
 
 # The local stack plus Airflow 3 (.airflow/demo), the system-test Dag run once, its log's key
 # lines, the UI address and the login; up until Ctrl-C. ONCE=1 exits after the run with the
-# run's state as the exit status; AIRFLOW_PORT=<port> picks the api-server's port.
+# run's state as the exit status; AIRFLOW_PORT=<port> picks the api-server's port, DEMO_HOME
+# another Airflow home.
+DEMO_HOME ?= .airflow/demo
 demo: stack-up
-	$(PY) -m tests.airflow_stack demo $(if $(ONCE),--once) $(if $(AIRFLOW_PORT),--port $(AIRFLOW_PORT))
+	$(PY) -m tests.airflow_stack demo --home $(DEMO_HOME) $(if $(ONCE),--once) \
+	  $(if $(AIRFLOW_PORT),--port $(AIRFLOW_PORT))
 
 # Our backend beside common-ai's built-in one and the raw SDK, on the local stack, in one run
 # (~15 min): the table of ratios against the goals of issues 4 and 7, and artifacts/bench.json.

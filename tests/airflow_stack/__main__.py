@@ -10,7 +10,7 @@ from pathlib import Path
 from types import FrameType
 
 from tests.airflow_stack import components
-from tests.airflow_stack.home import AIRFLOW_DIR, REPO, AirflowSite
+from tests.airflow_stack.home import AIRFLOW_DIR, AirflowSite
 from tests.airflow_stack.running import USERNAME, run_system_test, running_airflow
 from tests.stack.state import read_state
 
@@ -28,7 +28,7 @@ def demo(*, once: bool, port: int | None, home: Path, timeout: float) -> int:
     server = read_state().servers["plain"]
     site = AirflowSite.prepare(home, port=port)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    _say(f"Starting Airflow in {home.relative_to(REPO)} on port {site.port} ...")
+    _say(f"Starting Airflow in {home} on port {site.port} ...")
     try:
         with running_airflow(site) as airflow:
             _say(f"Airflow is up after {airflow.startup_seconds:.1f}s.")
