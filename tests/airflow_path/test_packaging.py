@@ -174,6 +174,19 @@ def test_without_the_extra_the_package_imports_and_first_use_names_the_install_c
     assert INSTALL_COMMAND in result.stdout
 
 
+def test_without_the_extra_the_test_button_names_the_install_command(without_extra: Venv) -> None:
+    connection = json.dumps({"conn_type": "opensandbox", "host": "127.0.0.1", "port": 9})
+    result = without_extra.run(
+        "python",
+        "-c",
+        "from opensandbox_provider.hooks.opensandbox import OpenSandboxHook\n"
+        "print(OpenSandboxHook().test_connection())",
+        env={"AIRFLOW_CONN_OPENSANDBOX_DEFAULT": connection},
+    )
+    assert result.stdout.startswith("(False, ")
+    assert INSTALL_COMMAND in result.stdout
+
+
 def test_without_the_extra_airflow_still_lists_the_provider(without_extra: Venv) -> None:
     listed = json.loads(without_extra.run("airflow", "providers", "list", "-o", "json").stdout)
     assert any(provider["package_name"] == DIST_NAME for provider in listed)
