@@ -76,8 +76,6 @@ class Listener:
 
 
 def deny_all() -> NetworkPolicy:
-    # egress=[] rather than None: a policy without egress reads back as `"egress": null`,
-    # which the SDK cannot parse (see test_egress_api).
     return NetworkPolicy(defaultAction="deny", egress=[])
 
 
