@@ -10,13 +10,14 @@ import json
 import shlex
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 from opensandbox import SandboxSync
-from opensandbox.exceptions import SandboxApiException
+from opensandbox.exceptions import SandboxApiException, SandboxConnectionException
 from opensandbox.models.execd import RunCommandOpts
 from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
 
@@ -29,6 +30,9 @@ CONNECT_TIMEOUT_S = 3
 EGRESS_PORT = 18080
 # A bound on any one command in a sandbox, so a broken stack fails a test instead of hanging it.
 COMMAND_BOUND_S = 60
+
+# How long a destroy waits for a server that is being restarted.
+DESTROY_BOUND_S = 60
 
 # Runs inside the sandbox: resolve with the system resolver (our resolver behind the sidecar's
 # DNS proxy), then connect, and name the outcome so a drop, a refusal and NXDOMAIN differ.
@@ -98,12 +102,26 @@ def sandbox(
     try:
         yield sb
     finally:
+        _destroy(sb)
+        sb.close()
+
+
+def _destroy(sb: SandboxSync) -> None:
+    # The stack's servers may be restarting (a stack restart takes seconds); waiting for them
+    # beats leaking the sandbox until it expires.
+    deadline = time.monotonic() + DESTROY_BOUND_S
+    while True:
         try:
             sb.destroy()
+            return
         except SandboxApiException as error:
-            if error.status_code != 404:
+            if error.status_code == 404:
+                return
+            raise
+        except SandboxConnectionException:
+            if time.monotonic() > deadline:
                 raise
-        sb.close()
+            time.sleep(1)
 
 
 def reach(sb: SandboxSync, *targets: tuple[str, int]) -> list[str]:
