@@ -2,7 +2,7 @@
 
 import pytest
 from opensandbox import SandboxSync
-from opensandbox.exceptions import SandboxApiException
+from opensandbox.exceptions import SandboxApiException, SandboxConnectionException
 from opensandbox.models.filesystem import (
     DirectoryListEntry,
     MoveEntry,
@@ -118,6 +118,13 @@ def test_the_sdk_reads_a_range_and_raises_on_416(sandbox: SandboxSync):
     with pytest.raises(SandboxApiException) as refused:
         sandbox.files.read_bytes("/tmp/ten", range_header="bytes=20-")
     assert refused.value.status_code == 416
+
+
+def test_a_malformed_range_breaks_the_response_instead_of_answering_416(sandbox: SandboxSync):
+    sandbox.files.write_file("/tmp/long", b"x" * 100)
+
+    with pytest.raises(SandboxConnectionException):
+        sandbox.files.read_bytes("/tmp/long", range_header="bytes=abc")
 
 
 def test_a_range_on_an_empty_file_answers_200(sandbox: SandboxSync, wire: ExecdWire):

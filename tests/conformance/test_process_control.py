@@ -136,3 +136,24 @@ def test_a_client_disconnect_does_not_kill_the_command(sandbox: SandboxSync, wir
             return
         time.sleep(0.5)
     pytest.fail("The command did not finish after its client disconnected.")
+
+
+def test_a_foreground_command_leaves_its_background_children_running(sandbox: SandboxSync):
+    execution = sandbox.commands.run("sleep 300 & echo $!")
+    (child,) = [message.text for message in execution.logs.stdout]
+
+    assert execution.exit_code == 0
+    assert run_text(sandbox, f"kill -0 {child} 2>/dev/null && echo alive || echo gone") == "alive"
+
+
+def test_a_background_command_takes_what_it_left_in_its_group_when_it_exits(sandbox: SandboxSync):
+    execution = sandbox.commands.run(
+        "sleep 300 & echo $! > /tmp/child", opts=RunCommandOpts(background=True)
+    )
+    wait_until_finished(sandbox, execution.id)
+    child = sandbox.files.read_file("/tmp/child").strip()
+
+    deadline = time.monotonic() + STATUS_BOUND_S
+    while run_text(sandbox, f"kill -0 {child} 2>/dev/null && echo alive || echo gone") != "gone":
+        assert time.monotonic() < deadline, f"The background command's child {child} survived."
+        time.sleep(0.2)
