@@ -9,5 +9,6 @@ copyright = "2026, airflow-provider-opensandbox contributors"
 extensions: list[str] = []
 exclude_patterns = ["_build"]
 html_theme = "alabaster"
-# The docs are self-contained; -W turns any broken reference or malformed table into a failure.
-nitpicky = False
+html_theme_options = {"description": "OpenSandbox backend for common-ai's SandboxToolset"}
+# make docs builds with -W: a malformed table, a broken reference or an orphan page is an
+# error, so nothing is silently dropped from what readers see.
