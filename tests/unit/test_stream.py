@@ -175,7 +175,7 @@ def test_a_silent_stream_is_abandoned_as_stalled(execd_with, monkeypatch) -> Non
     )
     assert outcome["returned"]
     streamed = outcome["result"]
-    assert streamed.abandoned == "stalled"
+    assert "sent nothing for 0.5s" in streamed.abandoned
     assert streamed.ending is None
     assert streamed.parser.stdout.text() == "before the stall\n"
 
@@ -191,7 +191,7 @@ def test_a_stream_silent_before_its_first_byte_is_abandoned_as_stalled(
         )
     )
     assert outcome["returned"]
-    assert outcome["result"].abandoned == "stalled"
+    assert "sent nothing for 0.5s" in outcome["result"].abandoned
 
 
 def test_heartbeats_without_an_end_are_abandoned_past_the_budget(execd_with, monkeypatch) -> None:
@@ -205,7 +205,7 @@ def test_heartbeats_without_an_end_are_abandoned_past_the_budget(execd_with, mon
     execd = execd_with(script)
     outcome = run_in_thread(lambda: run(execd, timeout_ms=200))
     assert outcome["returned"]
-    assert outcome["result"].abandoned == "overran"
+    assert "still open 0.5s past its 0.2s budget" in outcome["result"].abandoned
 
 
 def test_a_refused_command_raises_the_sdk_error_with_execds_message(execd_with) -> None:

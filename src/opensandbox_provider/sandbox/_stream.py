@@ -33,8 +33,8 @@ class StreamedCommand:
     """
     What the event stream of one command said.
 
-    ``abandoned`` says why the stream was given up on before it ended: ``"stalled"`` when
-    no byte arrived for :data:`STALL_WINDOW`, ``"overran"`` past the budget's backstop.
+    ``abandoned`` says, as a clause for a sentence, why the stream was given up on before it
+    ended: no byte for :data:`STALL_WINDOW`, or still open past the budget's backstop.
     ``None`` when it ended by itself, with ``ending`` holding the terminal event, if any.
     """
 
@@ -79,9 +79,14 @@ def run_streamed(
                 if parser.ending is not None:
                     return StreamedCommand(parser, abandoned=None)
                 if time.monotonic() > give_up_at:
-                    return StreamedCommand(parser, abandoned="overran")
+                    overran = (
+                        f"the command's stream was still open {BACKSTOP_GRACE:g}s past its "
+                        f"{timeout_ms / 1000:g}s budget"
+                    )
+                    return StreamedCommand(parser, abandoned=overran)
     except httpx.ReadTimeout:
-        return StreamedCommand(parser, abandoned="stalled")
+        stalled = f"the sandbox sent nothing for {STALL_WINDOW:g}s, not even execd's heartbeat"
+        return StreamedCommand(parser, abandoned=stalled)
     parser.close()
     return StreamedCommand(parser, abandoned=None)
 

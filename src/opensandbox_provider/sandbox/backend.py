@@ -9,13 +9,16 @@ import posixpath
 import threading
 import time
 import uuid
-from contextlib import closing
-from dataclasses import dataclass
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import (
-    SandboxBackend,
+    EXPIRES_AT_TAG,
+    NETWORK_TAG,
+    OWNER_TAG,
+    AttachableSandboxBackend,
     SandboxError,
     SandboxExecResult,
     SandboxFileTooLargeError,
@@ -23,25 +26,28 @@ from airflow.providers.common.ai.sandbox.base import (
     _check_export_deadline,
     _export_deadline,
     _validate_positive_finite,
+    encode_network_policy,
     is_sandbox_handle,
 )
 
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.sandbox import _policy
+from opensandbox_provider.sandbox import _policy, _tags
 from opensandbox_provider.sandbox._errors import status_of, translate, translated
 from opensandbox_provider.sandbox._events import EventParser
 from opensandbox_provider.sandbox._http import EXECD_PORT, SandboxHttp, read_at_most
-from opensandbox_provider.sandbox._stream import BACKSTOP_GRACE, STALL_WINDOW, run_streamed
+from opensandbox_provider.sandbox._lease import Leases
+from opensandbox_provider.sandbox._stream import run_streamed
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Mapping
+    from collections.abc import Callable, Generator, Iterator, Mapping
     from typing import BinaryIO
 
-    from airflow.providers.common.ai.sandbox.base import SandboxSpec
+    from airflow.providers.common.ai.sandbox.base import AttachedSandbox, SandboxSpec
     from opensandbox import SandboxSync
     from opensandbox.config.connection_sync import ConnectionConfigSync
-    from opensandbox.models.sandboxes import NetworkPolicy
+    from opensandbox.models.sandboxes import NetworkPolicy, SandboxInfo
+    from opensandbox.sync.manager import SandboxManagerSync
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +92,7 @@ class _Sandbox:
     expires_at: float | None
 
 
-class OpenSandboxBackend(SandboxBackend):
+class OpenSandboxBackend(AttachableSandboxBackend):
     """
     Run sandbox tools in sandboxes on an OpenSandbox server.
 
@@ -109,12 +115,21 @@ class OpenSandboxBackend(SandboxBackend):
     abandoned and its sandbox destroyed. execd itself enforces each command's deadline,
     so a command that runs out of time is killed and the sandbox and its files stay.
 
+    A sandbox's server-side lifetime is a lease: while something holds it (the toolset
+    that created it, or a task attached to it) it is renewed to ``sandbox_timeout`` from
+    now, three times per lease, so a long run never meets the lifetime, and a worker that
+    dies stops renewing and its sandbox is reclaimed within one lease. A task can provision
+    a sandbox with ``SandboxSpec(owner=...)`` for another to attach to; the ownership tags
+    are kept as sandbox metadata (see :mod:`~opensandbox_provider.sandbox._tags`), and such
+    a sandbox waits for its tasks, unheld, for ``sandbox_timeout`` at a time.
+
     :param opensandbox_conn_id: The connection naming the server, or ``None`` for the
         ``OPEN_SANDBOX_DOMAIN`` and ``OPEN_SANDBOX_API_KEY`` environment variables.
     :param image: The image each sandbox runs.
     :param cpu: The CPU limit of each sandbox, as OpenSandbox takes it (``"1"``, ``"500m"``).
     :param memory: The memory limit of each sandbox (``"2Gi"``).
-    :param sandbox_timeout: Seconds the server keeps a sandbox before ending it, at least 60.
+    :param sandbox_timeout: The lease, in seconds, at least 60: how long the server keeps a
+        sandbox after the last renewal, and how long a provisioned sandbox waits between tasks.
     :param ready_timeout: Seconds a new sandbox has to start answering before it is
         destroyed and creation fails.
     :param use_server_proxy: Reach sandboxes through the server instead of their published
@@ -156,6 +171,7 @@ class OpenSandboxBackend(SandboxBackend):
         # about a sandbox is kept by handle, never on the instance.
         self._sandboxes: dict[str, _Sandbox] = {}
         self._lock = threading.Lock()
+        self._leases = Leases(self._renew, lease=self.sandbox_timeout)
 
     # ------------------------------------------------------------------
     # Configure
@@ -177,12 +193,6 @@ class OpenSandboxBackend(SandboxBackend):
     # ------------------------------------------------------------------
 
     def create(self, *, spec: SandboxSpec | None = None) -> str:
-        if spec is not None and spec.owner is not None:
-            raise SandboxTerminalError(
-                "SandboxSpec names an owner, which is for a sandbox another task attaches to, and "
-                "this backend does not support attaching yet. Drop owner and let the agent task "
-                "provision its own sandbox, or provision on a backend that supports attaching."
-            )
         policy = _policy.network_policy(spec)
         env = _environment(spec)
         config = self._connection_config()
@@ -217,6 +227,10 @@ class OpenSandboxBackend(SandboxBackend):
             waited = self._wait_until_ready(record, deadline=time.monotonic() + self.ready_timeout)
             if policy is not None:
                 self._verify_policy(record, policy)
+            if spec is None or spec.owner is None:
+                # The toolset asking holds it until it destroys it. A sandbox provisioned for
+                # another task waits for that task unheld, for one lease.
+                self._hold(record)
         except BaseException:
             self._discard_quietly(record)
             raise
@@ -228,8 +242,18 @@ class OpenSandboxBackend(SandboxBackend):
         return sdk.id
 
     def _metadata(self, spec: SandboxSpec | None) -> dict[str, str]:
-        """Metadata stamped on a new sandbox: who made it, and a name to find it by."""
-        return {**CREATED_BY, "name": f"airflow-sandbox-{uuid.uuid4().hex[:12]}"}
+        """
+        Metadata stamped on a new sandbox: who made it, a name to find it by, and for a
+        sandbox provisioned for another task, the tags that task attaches by.
+        """
+        metadata = {**CREATED_BY, "name": f"airflow-sandbox-{uuid.uuid4().hex[:12]}"}
+        if spec is not None and spec.owner is not None:
+            metadata.update(_tags.encode(self._stamps(spec)))
+        return metadata
+
+    def _stamps(self, spec: SandboxSpec) -> dict[str, str]:
+        # No expiry stamp: read_tags reads the server's own, which renewals keep moving.
+        return {OWNER_TAG: str(spec.owner), NETWORK_TAG: encode_network_policy(spec)}
 
     def _wait_until_ready(self, record: _Sandbox, *, deadline: float) -> float:
         """Poll execd's ``/ping`` until it answers; return how long that took."""
@@ -402,15 +426,14 @@ class OpenSandboxBackend(SandboxBackend):
         return _translated(error, f"run a command in sandbox {record.sdk.id}")
 
     def _abandon(
-        self, record: _Sandbox, why: str, parser: EventParser, applied: float, *, requested: float
+        self,
+        record: _Sandbox,
+        reason: str,
+        parser: EventParser,
+        applied: float,
+        *,
+        requested: float,
     ) -> SandboxExecResult:
-        if why == "stalled":
-            reason = f"the sandbox sent nothing for {STALL_WINDOW:g}s, not even execd's heartbeat"
-        else:
-            reason = (
-                f"the command's stream was still open {BACKSTOP_GRACE:g}s past its "
-                f"{applied:g}s budget"
-            )
         log.warning(
             "Sandbox %s: %s; destroying the sandbox to end the command.", record.sdk.id, reason
         )
@@ -578,28 +601,110 @@ class OpenSandboxBackend(SandboxBackend):
         return error
 
     # ------------------------------------------------------------------
+    # Attach: tags, and the lease a holder keeps
+    # ------------------------------------------------------------------
+
+    def read_tags(self, sandbox: str) -> dict[str, str]:
+        info = self._info(sandbox, doing=f"read the tags of sandbox {sandbox}")
+        try:
+            tags = _tags.decode(info.metadata or {})
+        except _tags.DamagedTagError as e:
+            raise SandboxError(
+                f"Sandbox {sandbox} carries tags this backend cannot read: {e} Destroy the "
+                f"sandbox, or remove its {_tags.PREFIX} metadata and provision it again."
+            ) from e
+        if info.expires_at is not None:
+            # The server's own expiry rather than a stamp: renewals move it, and a stamp
+            # would go stale between them.
+            tags[EXPIRES_AT_TAG] = str(int(info.expires_at.timestamp()))
+        return tags
+
+    def write_tags(self, sandbox: str, tags: Mapping[str, str]) -> None:
+        # The expiry is the server's and moves only through renewals; it is not stored.
+        wanted = {name: value for name, value in tags.items() if name != EXPIRES_AT_TAG}
+        doing = f"write the tags of sandbox {sandbox}"
+        current = self._info(sandbox, doing=doing).metadata or {}
+        changes = _tags.patch(current, wanted)
+        if changes:
+            with self._manager(doing) as manager:
+                manager.patch_sandbox_metadata(sandbox, changes)
+
+    def attach(self, sandbox: str, *, owner: str, holder: str) -> AttachedSandbox:
+        attached = super().attach(sandbox, owner=owner, holder=holder)
+        self._hold(self._sandbox(sandbox))
+        log.info(
+            "Holding sandbox %s for %s: its lease of %gs is renewed every %gs until release.",
+            sandbox,
+            holder,
+            self.sandbox_timeout,
+            self._leases.interval,
+        )
+        # The lease keeps the sandbox alive for as long as this holder runs, so there is no
+        # deadline to fit its commands into.
+        return replace(attached, remaining_lifetime=None)
+
+    def release(self, sandbox: str, *, holder: str) -> None:
+        held = sandbox in self._leases.held()
+        self._leases.drop(sandbox)
+        with self._lock:
+            record = self._sandboxes.pop(sandbox, None)
+        if record is not None:
+            record.sdk.close()
+        super().release(sandbox, holder=holder)
+        if held and not self._renew(sandbox):
+            log.info("Sandbox %s ended before it was released.", sandbox)
+
+    def _hold(self, record: _Sandbox) -> None:
+        self._leases.hold(record.sdk.id)
+        # Renewed from now on, so nothing this process runs has to fit an expiry.
+        record.expires_at = None
+
+    def _renew(self, sandbox: str) -> bool:
+        """Move the sandbox's expiry to one lease from now; ``False`` if it is gone."""
+        with self._manager(f"renew the lease on sandbox {sandbox}") as manager:
+            try:
+                manager.renew_sandbox(sandbox, timedelta(seconds=self.sandbox_timeout))
+            except Exception as e:
+                if status_of(e) == 404:
+                    return False
+                raise
+        return True
+
+    def _info(self, sandbox: str, *, doing: str) -> SandboxInfo:
+        if not is_sandbox_handle(sandbox):
+            raise SandboxTerminalError(f"{sandbox!r} is not a sandbox handle.")
+        with self._manager(doing) as manager:
+            return manager.get_sandbox_info(sandbox)
+
+    @contextmanager
+    def _manager(self, doing: str) -> Iterator[SandboxManagerSync]:
+        """The lifecycle API alone: no endpoints and no readiness poll, whatever state it is in."""
+        from opensandbox.sync.manager import SandboxManagerSync
+
+        config = self._connection_config()
+        with translated(doing):
+            manager = SandboxManagerSync.create(config)
+            try:
+                yield manager
+            finally:
+                manager.close()
+
+    # ------------------------------------------------------------------
     # Destroy
     # ------------------------------------------------------------------
 
     def destroy(self, sandbox: str) -> None:
         if not is_sandbox_handle(sandbox):
             return
+        self._leases.drop(sandbox)
         with self._lock:
             record = self._sandboxes.pop(sandbox, None)
         if record is not None:
             self._discard(record)
             return
-        # No readiness poll and no endpoints: a sandbox that is unhealthy or paused must
-        # still be destroyable, and the lifecycle API alone can do it.
-        from opensandbox.sync.manager import SandboxManagerSync
-
-        config = self._connection_config()
-        with translated(f"destroy sandbox {sandbox}"):
-            manager = SandboxManagerSync.create(config)
-            try:
-                _kill(lambda: manager.kill_sandbox(sandbox), sandbox)
-            finally:
-                manager.close()
+        # A sandbox that is unhealthy or paused must still be destroyable.
+        with self._manager(f"destroy sandbox {sandbox}") as manager:
+            _kill(lambda: manager.kill_sandbox(sandbox), sandbox)
 
     def _discard(self, record: _Sandbox) -> None:
         with translated(f"destroy sandbox {record.sdk.id}"):

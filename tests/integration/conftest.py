@@ -1,0 +1,91 @@
+"""Backends pointed at the local stack's servers, and sandboxes that are always destroyed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from airflow.providers.common.ai.sandbox.base import SandboxSpec
+from opensandbox import SandboxManagerSync
+from tests.stack.state import ServerInfo
+
+from opensandbox_provider.sandbox import OpenSandboxBackend
+
+CONN_ID = "opensandbox_default"
+
+
+@dataclass
+class Sandbox:
+    """A sandbox a test created, with the backend that created it."""
+
+    backend: OpenSandboxBackend
+    handle: str
+    server: ServerInfo
+
+    def run(self, command: str, *, timeout: float = 60, max_output_bytes: int = 64 * 1024):
+        return self.backend.run_command(
+            self.handle, command, timeout=timeout, max_output_bytes=max_output_bytes
+        )
+
+
+@pytest.fixture
+def backend_on(monkeypatch: pytest.MonkeyPatch) -> Callable[..., OpenSandboxBackend]:
+    """A backend whose default connection names ``server``, as a deployment would define it."""
+
+    def connect(server: ServerInfo, conn_id: str = CONN_ID, **arguments: Any) -> OpenSandboxBackend:
+        for name, value in server.airflow_connection_env(conn_id).items():
+            monkeypatch.setenv(name, value)
+        return OpenSandboxBackend(conn_id, **arguments)
+
+    return connect
+
+
+@pytest.fixture
+def sandbox_on(backend_on) -> Iterator[Callable[..., Sandbox]]:
+    """Create sandboxes on a server; each is destroyed when the test ends, whatever happened."""
+    created: list[Sandbox] = []
+
+    def create(server: ServerInfo, spec: SandboxSpec | None = None, **arguments: Any) -> Sandbox:
+        backend = backend_on(server, **arguments)
+        handle = backend.create(spec=SandboxSpec(block_network=False) if spec is None else spec)
+        created.append(Sandbox(backend, handle, server))
+        return created[-1]
+
+    yield create
+    for sandbox in created:
+        sandbox.backend.destroy(sandbox.handle)
+
+
+@pytest.fixture
+def sandbox(sandbox_on, plain_server: ServerInfo) -> Sandbox:
+    """An open sandbox on the server without an egress sidecar."""
+    return sandbox_on(plain_server)
+
+
+def airflow_sandboxes(server: ServerInfo) -> set[str]:
+    """The sandboxes on ``server`` that carry this backend's attribution."""
+    from opensandbox.models.sandboxes import SandboxFilter
+
+    manager = SandboxManagerSync.create(server.connection_config())
+    try:
+        page = manager.list_sandbox_infos(
+            SandboxFilter(metadata={"created-by": "airflow"}, page_size=200)
+        )
+    finally:
+        manager.close()
+    return {info.id for info in page.sandbox_infos}
+
+
+def exists(server: ServerInfo, handle: str) -> bool:
+    manager = SandboxManagerSync.create(server.connection_config())
+    try:
+        manager.get_sandbox_info(handle)
+    except Exception as e:
+        if getattr(e, "status_code", None) == 404:
+            return False
+        raise
+    finally:
+        manager.close()
+    return True

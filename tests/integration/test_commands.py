@@ -1,0 +1,155 @@
+"""Commands in a real sandbox: output, deadlines, signals, stalls and reconnecting (SPEC 3-8)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+import pytest
+from airflow.providers.common.ai.sandbox.base import SandboxSpec
+from opensandbox import SandboxSync
+from tests.integration.conftest import exists
+
+from opensandbox_provider.sandbox import _stream
+from opensandbox_provider.sandbox.backend import OpenSandboxBackend
+
+# The execd stand-in's test switch: set in a sandbox's environment at creation, it makes the
+# command stream stall (see the header of tests/stack/execd/execd).
+STALL = "OPENSANDBOX_TEST_STALL"
+
+
+def test_blank_lines_survive_the_event_stream(sandbox) -> None:
+    result = sandbox.run("printf 'A\\n\\nB\\nC\\n'")
+    assert result.stdout == "A\n\nB\nC\n"
+    assert (result.exit_code, result.timed_out, result.stdout_truncated) == (0, False, False)
+
+
+def test_an_unterminated_last_line_comes_back_terminated(sandbox) -> None:
+    # execd sends the last line of 'A\n\nB\nC' exactly as that of 'A\n\nB\nC\n' (§3.4), so the
+    # backend restores the common case; the toolset splits on lines, so the model cannot tell.
+    assert sandbox.run("printf 'A\\n\\nB\\nC'").stdout == "A\n\nB\nC\n"
+
+
+def test_stdout_and_stderr_come_back_apart_with_the_exit_code(sandbox) -> None:
+    result = sandbox.run("echo out; echo err >&2; exit 3")
+    assert (result.stdout, result.stderr, result.exit_code) == ("out\n", "err\n", 3)
+    assert not result.timed_out
+
+
+def test_each_stream_is_bounded_to_its_tail_while_it_streams(sandbox) -> None:
+    result = sandbox.run("seq 1 20000; seq 1 3 >&2", max_output_bytes=1000)
+    assert result.stdout_truncated and not result.stderr_truncated
+    assert result.stdout.endswith("19999\n20000\n")
+    assert len(result.stdout.encode()) == 1000
+    assert result.stderr == "1\n2\n3\n"
+
+
+def test_a_line_far_longer_than_the_budget_is_bounded_too(sandbox) -> None:
+    # 16 MiB with no newline arrives as a single event (§3.4).
+    result = sandbox.run("head -c 16777216 /dev/zero | tr '\\0' a; echo END", max_output_bytes=100)
+    assert result.stdout == "a" * 96 + "END\n"
+    assert result.stdout_truncated and result.exit_code == 0
+
+
+def test_a_deadline_is_enforced_by_execd_and_the_sandbox_survives_it(sandbox) -> None:
+    sandbox.run("echo kept > /tmp/before-the-deadline")
+    started = time.monotonic()
+    result = sandbox.run("sleep 60", timeout=5)
+    assert time.monotonic() - started < 30, "execd did not end the command at its deadline"
+    assert (result.timed_out, result.exit_code, result.sandbox_terminated) == (True, -1, False)
+    assert result.stderr == "signal: killed\n"
+    assert result.applied_timeout is None
+    assert sandbox.run("cat /tmp/before-the-deadline").stdout == "kept\n"
+
+
+def test_a_signal_is_not_a_timeout(sandbox) -> None:
+    result = sandbox.run("sh -c 'kill -9 $$'", timeout=30)
+    assert (result.exit_code, result.timed_out, result.sandbox_terminated) == (-1, False, False)
+    assert "signal: killed" in result.stderr
+
+
+def test_a_command_that_cannot_outlive_its_sandbox_is_given_what_is_left(sandbox_on, plain_server):
+    sandbox = sandbox_on(plain_server, sandbox_timeout=60)
+    result = sandbox.run("true", timeout=3600)
+    assert result.exit_code == 0
+    assert result.applied_timeout is not None and result.applied_timeout <= 60
+
+
+@pytest.mark.slow
+def test_a_silent_stream_is_abandoned_and_its_sandbox_destroyed(sandbox_on, plain_server) -> None:
+    sandbox = sandbox_on(plain_server, SandboxSpec(block_network=False, env={STALL: "silent"}))
+    result = sandbox.run("echo never seen", timeout=300)
+    assert (result.timed_out, result.sandbox_terminated, result.exit_code) == (True, True, -1)
+    assert "sent nothing for 10s" in result.stderr
+    assert not exists(plain_server, sandbox.handle)
+
+
+@pytest.mark.slow
+def test_a_stream_of_heartbeats_that_never_ends_is_abandoned_past_its_budget(
+    sandbox_on, plain_server, monkeypatch
+) -> None:
+    # The grace is shortened so the test does not wait the production 30 s past the budget.
+    monkeypatch.setattr(_stream, "BACKSTOP_GRACE", 2.0)
+    sandbox = sandbox_on(plain_server, SandboxSpec(block_network=False, env={STALL: "heartbeat"}))
+    result = sandbox.run("sleep 1", timeout=2)
+    assert (result.timed_out, result.sandbox_terminated) == (True, True)
+    assert "still open 2s past its 2s budget" in result.stderr
+    assert not exists(plain_server, sandbox.handle)
+
+
+def test_reconnecting_is_not_charged_to_the_command(sandbox, backend_on, plain_server, monkeypatch):
+    # Reconnecting is made slower than the command's whole budget. A signal that ends the
+    # command at once would read as a timeout if the clock had started before reconnecting.
+    connect = SandboxSync.connect
+
+    def slow_connect(*args, **kwargs):
+        time.sleep(3)
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(SandboxSync, "connect", slow_connect)
+    fresh = backend_on(plain_server)
+    result = fresh.run_command(
+        sandbox.handle, "sh -c 'kill -9 $$'", timeout=2, max_output_bytes=100
+    )
+    assert (result.exit_code, result.timed_out) == (-1, False)
+
+
+def test_another_backend_instance_reaches_the_sandbox_by_its_handle(
+    sandbox, backend_on, plain_server
+):
+    sandbox.run("echo from the creator > /tmp/shared")
+    other = backend_on(plain_server)
+    result = other.run_command(sandbox.handle, "cat /tmp/shared", timeout=10, max_output_bytes=100)
+    assert result.stdout == "from the creator\n"
+
+
+def test_the_direct_route_to_execd_works_as_well_as_the_proxy(sandbox_on, plain_server) -> None:
+    sandbox = sandbox_on(plain_server, use_server_proxy=False)
+    assert sandbox.backend._connection_config().use_server_proxy is False
+    assert sandbox.run("printf 'x\\n\\ny\\n'").stdout == "x\n\ny\n"
+
+
+def test_the_task_log_tells_the_story_of_the_sandbox(backend_on, plain_server, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="opensandbox_provider")
+    backend: OpenSandboxBackend = backend_on(plain_server)
+    handle = backend.create(spec=SandboxSpec(block_network=False))
+    try:
+        backend.run_command(handle, "python3 -c 'print(6 * 7)'", timeout=30, max_output_bytes=100)
+    finally:
+        backend.destroy(handle)
+    story = [
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith("opensandbox_provider")
+    ]
+    assert story[0].startswith(f"Created OpenSandbox sandbox {handle} from image python:3.12-slim")
+    assert "no network policy (egress open)" in story[0]
+    assert story[1].startswith(f"Sandbox {handle} is ready: execd answered its health check after")
+    assert story[2].startswith(f"Sandbox {handle}: \"python3 -c 'print(6 * 7)'\" exited 0 in")
+    assert story[3] == f"Destroyed sandbox {handle}."
+
+
+def test_a_lifetime_shorter_than_the_server_accepts_is_refused_at_parse_time() -> None:
+    with pytest.raises(ValueError, match="at least 60"):
+        OpenSandboxBackend(sandbox_timeout=timedelta(seconds=30).total_seconds())
