@@ -64,7 +64,11 @@ def manager(plain_server: ServerInfo) -> Iterator[SandboxManagerSync]:
 
 
 def renewer(manager: SandboxManagerSync):
-    return lambda sandbox: manager.renew_sandbox(sandbox, timedelta(seconds=LEASE))
+    def renew(sandbox: str) -> bool:
+        manager.renew_sandbox(sandbox, timedelta(seconds=LEASE))
+        return True
+
+    return renew
 
 
 def exists(manager: SandboxManagerSync, sandbox: str) -> bool:

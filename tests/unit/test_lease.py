@@ -16,19 +16,21 @@ WAIT_BOUND = 10.0
 
 
 class Renewals:
-    """Counts renewals per sandbox and can be told to fail."""
+    """Counts renewals per sandbox, and can be told the sandbox is gone or the server is not."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.gone = False
         self.failure: Exception | None = None
         self._changed = threading.Condition()
 
-    def __call__(self, sandbox: str) -> None:
+    def __call__(self, sandbox: str) -> bool:
         with self._changed:
             self.calls.append(sandbox)
             self._changed.notify_all()
         if self.failure is not None:
             raise self.failure
+        return not self.gone
 
     def count(self, sandbox: str) -> int:
         with self._changed:
@@ -103,7 +105,7 @@ def test_dropping_one_sandbox_leaves_the_others_renewed(leases, renewals):
 
 def test_a_sandbox_that_has_ended_is_no_longer_renewed(leases, renewals):
     leases.hold("sb-1")
-    renewals.failure = SandboxTerminalError("gone")
+    renewals.gone = True
     wait_until_no_thread("sb-1")
     assert leases.held() == frozenset()
 
@@ -118,9 +120,17 @@ def test_a_failed_renewal_is_tried_again(leases, renewals, caplog):
     assert "Could not renew the lease on sandbox sb-1" in caplog.text
 
 
+def test_a_sandbox_already_gone_cannot_be_held(leases, renewals):
+    renewals.gone = True
+    with pytest.raises(SandboxTerminalError, match="no longer exists"):
+        leases.hold("sb-1")
+    assert leases.held() == frozenset()
+    assert not lease_threads("sb-1")
+
+
 def test_a_first_renewal_that_fails_is_raised_and_nothing_is_held(leases, renewals):
-    renewals.failure = SandboxTerminalError("gone")
-    with pytest.raises(SandboxTerminalError):
+    renewals.failure = ConnectionError("server down")
+    with pytest.raises(ConnectionError):
         leases.hold("sb-1")
     assert leases.held() == frozenset()
     assert not lease_threads("sb-1")

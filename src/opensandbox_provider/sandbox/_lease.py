@@ -28,12 +28,13 @@ class Leases:
     """
     The sandboxes this process holds, each renewed on a daemon thread until dropped.
 
-    ``renew`` moves one sandbox's expiry to now plus the lease and raises
-    :class:`SandboxTerminalError` once the sandbox is gone, which ends its renewals;
-    any other failure is logged and retried at the next renewal.
+    ``renew`` moves one sandbox's expiry to now plus the lease and returns ``False`` once
+    the sandbox is gone, which ends its renewals. A renewal that raises is logged and
+    tried again at the next one: a server restart or a network blip is no reason to let
+    the sandbox of a live holder expire.
     """
 
-    def __init__(self, renew: Callable[[str], None], *, lease: float) -> None:
+    def __init__(self, renew: Callable[[str], bool], *, lease: float) -> None:
         self._renew = renew
         self.interval = lease / RENEWALS_PER_LEASE
         self._held: dict[str, threading.Event] = {}
@@ -47,7 +48,11 @@ class Leases:
         an agent task attaching just before the provisioned expiry, starts with a whole
         lease. Holding a sandbox already held renews it and keeps the one thread.
         """
-        self._renew(sandbox)
+        if not self._renew(sandbox):
+            raise SandboxTerminalError(
+                f"Sandbox {sandbox} no longer exists on the server, so it cannot be held. The task "
+                "that provisioned it may have destroyed it, or its lifetime ran out."
+            )
         with self._lock:
             if sandbox in self._held:
                 return
@@ -74,11 +79,7 @@ class Leases:
     def _keep(self, sandbox: str, stop: threading.Event) -> None:
         while not stop.wait(self.interval):
             try:
-                self._renew(sandbox)
-            except SandboxTerminalError:
-                log.info("Sandbox %s has ended; no longer renewing its lease", sandbox)
-                self._forget(sandbox, stop)
-                return
+                alive = self._renew(sandbox)
             except Exception:
                 log.warning(
                     "Could not renew the lease on sandbox %s; trying again in %.0fs",
@@ -86,6 +87,11 @@ class Leases:
                     self.interval,
                     exc_info=True,
                 )
+                continue
+            if not alive:
+                log.info("Sandbox %s has ended; no longer renewing its lease", sandbox)
+                self._forget(sandbox, stop)
+                return
 
     def _forget(self, sandbox: str, stop: threading.Event) -> None:
         # Only this thread's own entry: a new hold of the same sandbox may have replaced it.
