@@ -64,20 +64,6 @@ def sandbox(sandbox_on, plain_server: ServerInfo) -> Sandbox:
     return sandbox_on(plain_server)
 
 
-def airflow_sandboxes(server: ServerInfo) -> set[str]:
-    """The sandboxes on ``server`` that carry this backend's attribution."""
-    from opensandbox.models.sandboxes import SandboxFilter
-
-    manager = SandboxManagerSync.create(server.connection_config())
-    try:
-        page = manager.list_sandbox_infos(
-            SandboxFilter(metadata={"created-by": "airflow"}, page_size=200)
-        )
-    finally:
-        manager.close()
-    return {info.id for info in page.sandbox_infos}
-
-
 def exists(server: ServerInfo, handle: str) -> bool:
     manager = SandboxManagerSync.create(server.connection_config())
     try:
