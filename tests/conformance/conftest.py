@@ -22,10 +22,9 @@ def make_sandbox(
     """Creates sandboxes of the stack's image on the plain server; all are destroyed afterwards."""
     created: list[SandboxSync] = []
 
-    def make(**options) -> SandboxSync:
-        sandbox = SandboxSync.create(
-            stack.sandbox_image, connection_config=plain_server.connection_config(), **options
-        )
+    def make(use_server_proxy: bool = False, **options) -> SandboxSync:
+        config = plain_server.connection_config(use_server_proxy=use_server_proxy)
+        sandbox = SandboxSync.create(stack.sandbox_image, connection_config=config, **options)
         created.append(sandbox)
         return sandbox
 

@@ -57,3 +57,13 @@ def test_proxy_forwards_to_another_port_in_the_sandbox(sandbox: SandboxSync, wir
         if response.status_code == 200:
             break
     assert (response.status_code, response.text) == (200, "served")
+
+
+def test_commands_and_files_work_through_the_servers_proxy(make_sandbox):
+    sandbox = make_sandbox(use_server_proxy=True)
+
+    sandbox.files.write_file("/tmp/via-proxy", "proxied")
+    execution = sandbox.commands.run("cat /tmp/via-proxy; echo; echo second")
+
+    assert "/v1/sandboxes/" in sandbox.get_endpoint(44772).endpoint
+    assert [message.text for message in execution.logs.stdout] == ["proxied", "second"]
