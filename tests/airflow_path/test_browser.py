@@ -111,3 +111,19 @@ def test_ui_test_button_passes_against_the_stack(
         toast = page.get_by_role("status").filter(has_text="Test Connection")
         expect(toast).to_contain_text("Test Connection Successful")
         expect(toast).to_contain_text("accepted the API key")
+
+
+def test_ui_add_connection_offers_the_opensandbox_type_with_its_extra_fields(
+    page: Page, airflow: RunningAirflow
+) -> None:
+    page.goto(f"{airflow.site.base_url}/connections")
+    page.get_by_role("button", name="Add Connection").click()
+    dialog = page.get_by_role("dialog")
+    with screenshot(page, "05-add-connection"):
+        dialog.get_by_role("combobox", name="Connection Type").fill("OpenSandbox")
+        page.keyboard.press("Enter")
+        expect(dialog.get_by_text("OpenSandbox", exact=True)).to_be_visible()
+        dialog.get_by_role("button", name="Extra Fields", exact=True).click()
+        expect(dialog.get_by_text("Request timeout (s)")).to_be_visible()
+        expect(dialog.get_by_text("Use server proxy")).to_be_visible()
+    page.keyboard.press("Escape")

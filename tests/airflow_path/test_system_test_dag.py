@@ -20,10 +20,11 @@ def test_task_log_tells_the_sandbox_lifecycle_in_order(dag_run: DagRunOutcome) -
     story = dag_run.story()
     rest = "\n".join(story)
     for expected in (
+        # The sandbox is created lazily, by the first tool call.
+        "Tool call 1/5: write_file",
         "Created OpenSandbox sandbox",
         "from image python:3.12-slim with no network policy (egress open)",
         "execd answered its health check",
-        "Tool call 1/5: write_file",
         "Tool call 2/5: run_command",
         "Tool call 3/5: read_file",
         "Tool call 4/5: run_command",
