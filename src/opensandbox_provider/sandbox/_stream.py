@@ -52,15 +52,20 @@ def run_streamed(
     *,
     timeout_ms: int,
     max_output_bytes: int,
+    cwd: str | None = None,
 ) -> StreamedCommand:
     """
     Run ``command`` through execd, which kills it ``timeout_ms`` milliseconds after it starts.
+
+    ``cwd`` is the directory it runs in; ``None`` leaves it to execd.
 
     Raises the SDK's exception for an HTTP error answer and lets transport errors through,
     so that the caller translates both in one place.
     """
     url, headers = http.target(EXECD_PORT, "/command")
-    body = {"command": command, "timeout": timeout_ms}
+    body: dict[str, object] = {"command": command, "timeout": timeout_ms}
+    if cwd is not None:
+        body["cwd"] = cwd
     timeouts = httpx.Timeout(http.request_timeout, read=STALL_WINDOW)
     give_up_at = time.monotonic() + timeout_ms / 1000 + BACKSTOP_GRACE
     parser = EventParser(max_output_bytes)

@@ -18,6 +18,7 @@ from airflow.providers.common.ai.sandbox.base import (
     EXPIRES_AT_TAG,
     NETWORK_TAG,
     OWNER_TAG,
+    WORKDIR_TAG,
     AttachableSandboxBackend,
     SandboxError,
     SandboxExecResult,
@@ -90,6 +91,15 @@ class _Sandbox:
     http: SandboxHttp
     # When the server will end the sandbox, on the time.monotonic clock; None if never.
     expires_at: float | None
+    # Where commands run and relative paths resolve; None for execd's own directory.
+    workdir: str | None = None
+
+    def resolve(self, path: str) -> str:
+        """``path`` as the sandbox's shell reads it: relative to the working directory."""
+        # execd expands a leading ~ or $VAR itself, so those are anchored already.
+        if self.workdir is None or posixpath.isabs(path) or path.startswith(("~", "$")):
+            return path
+        return posixpath.normpath(posixpath.join(self.workdir, path))
 
 
 class OpenSandboxBackend(AttachableSandboxBackend):
@@ -134,6 +144,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         destroyed and creation fails.
     :param use_server_proxy: Reach sandboxes through the server instead of their published
         ports. ``None`` takes the connection's ``use_server_proxy`` extra, and on when unset.
+    :param workdir: An absolute path, created with each sandbox, where every command runs and
+        every relative path of the file tools resolves. Stamped on a sandbox provisioned for
+        another task, whose backend then uses it whatever its own ``workdir`` says.
     """
 
     name = "opensandbox"
@@ -148,6 +161,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         sandbox_timeout: float = 3600.0,
         ready_timeout: float = 120.0,
         use_server_proxy: bool | None = None,
+        workdir: str | None = None,
     ) -> None:
         for value, label in ((image, "image"), (cpu, "cpu"), (memory, "memory")):
             if not isinstance(value, str) or not value.strip():
@@ -166,6 +180,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self.sandbox_timeout = float(sandbox_timeout)
         self.ready_timeout = float(ready_timeout)
         self.use_server_proxy = use_server_proxy
+        self.workdir = _working_directory(workdir)
         self._hook: OpenSandboxHook | None = None
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
@@ -215,7 +230,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 )
             except Exception as e:
                 raise _explain_refused_policy(e, policy) from e
-        record = _Sandbox(sdk, SandboxHttp(sdk), expires_at=started + self.sandbox_timeout)
+        record = _Sandbox(
+            sdk, SandboxHttp(sdk), expires_at=started + self.sandbox_timeout, workdir=self.workdir
+        )
         log.info(
             "Created OpenSandbox sandbox %s from image %s with %s, in %.2fs.",
             sdk.id,
@@ -227,6 +244,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             waited = self._wait_until_ready(record, deadline=time.monotonic() + self.ready_timeout)
             if policy is not None:
                 self._verify_policy(record, policy)
+            if record.workdir is not None:
+                from opensandbox.models.filesystem import WriteEntry
+
+                with translated(f"create the working directory {record.workdir!r}", terminal=True):
+                    sdk.files.create_directories([WriteEntry(path=record.workdir, mode=755)])
             if spec is None or spec.owner is None:
                 # The toolset asking holds it until it destroys it. A sandbox provisioned for
                 # another task waits for that task unheld, for one lease.
@@ -253,7 +275,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def _stamps(self, spec: SandboxSpec) -> dict[str, str]:
         # No expiry stamp: read_tags reads the server's own, which renewals keep moving.
-        return {OWNER_TAG: str(spec.owner), NETWORK_TAG: encode_network_policy(spec)}
+        stamps = {OWNER_TAG: str(spec.owner), NETWORK_TAG: encode_network_policy(spec)}
+        if self.workdir is not None:
+            stamps[WORKDIR_TAG] = self.workdir
+        return stamps
 
     def _wait_until_ready(self, record: _Sandbox, *, deadline: float) -> float:
         """Poll execd's ``/ping`` until it answers; return how long that took."""
@@ -331,12 +356,26 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             except BaseException:
                 sdk.close()
                 raise
-        record = _Sandbox(sdk, SandboxHttp(sdk), expires_at=_monotonic(info.expires_at))
+        record = _Sandbox(
+            sdk,
+            SandboxHttp(sdk),
+            expires_at=_monotonic(info.expires_at),
+            workdir=self._stamped_workdir(info),
+        )
         with self._lock:
             kept = self._sandboxes.setdefault(handle, record)
         if kept is not record:
             sdk.close()
         return kept
+
+    def _stamped_workdir(self, info: SandboxInfo) -> str | None:
+        """The creator's working directory on a provisioned sandbox, else this backend's."""
+        try:
+            tags = _tags.decode(info.metadata or {})
+        except _tags.DamagedTagError:
+            # attach reports the damage; a reconnect only needs a directory.
+            return self.workdir
+        return tags.get(WORKDIR_TAG) if OWNER_TAG in tags else self.workdir
 
     def _gone(self, record: _Sandbox) -> bool:
         """Whether the server no longer has the sandbox; a failure to ask raises."""
@@ -366,7 +405,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         started = time.monotonic()
         try:
             streamed = run_streamed(
-                record.http, command, timeout_ms=timeout_ms, max_output_bytes=int(max_output_bytes)
+                record.http,
+                command,
+                timeout_ms=timeout_ms,
+                max_output_bytes=int(max_output_bytes),
+                cwd=record.workdir,
             )
         except Exception as e:
             raise self._command_failure(record, e) from e
@@ -467,6 +510,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def read_file(self, sandbox: str, path: str, *, max_bytes: int) -> bytes:
         _validate_positive_finite(max_bytes, "max_bytes")
         record = self._sandbox(sandbox)
+        path = record.resolve(path)
         entry = self._regular_file(record, path, purpose="read")
         if entry.kind == "file" and entry.size > max_bytes:
             # Refused before any of it is transferred.
@@ -485,12 +529,14 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def write_file(self, sandbox: str, path: str, content: bytes) -> None:
         record = self._sandbox(sandbox)
+        path = record.resolve(path)
         # execd creates the parent directories of an upload itself (execd-behaviour.md §2.6).
         with translated(f"write {path!r}", missing=self._missing(record, path)):
             record.sdk.files.write_file(path, content, mode=644)
 
     def list_directory(self, sandbox: str, path: str) -> list[tuple[str, bool]]:
         record = self._sandbox(sandbox)
+        path = record.resolve(path)
         # Read and bounded here: the SDK parses a listing whole, so a directory of a million
         # names would be a million objects on the worker before any cap could apply.
         with translated(f"list {path!r}", missing=self._missing(record, path)):
@@ -525,6 +571,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         """Copy a regular file out through execd's download API, under the whole-copy deadline."""
         _validate_positive_finite(max_bytes, "max_bytes")
         record = self._sandbox(sandbox)
+        path = record.resolve(path)
         entry = self._regular_file(record, path, purpose="export")
         if entry.kind == "file" and entry.size > max_bytes:
             raise SandboxFileTooLargeError(path, entry.size, max_bytes)
@@ -740,6 +787,17 @@ def _kill(kill: Callable[[], None], sandbox: str) -> None:
         log.info("Sandbox %s was already gone.", sandbox)
         return
     log.info("Destroyed sandbox %s.", sandbox)
+
+
+def _working_directory(workdir: str | None) -> str | None:
+    if workdir is None:
+        return None
+    if not isinstance(workdir, str) or not posixpath.isabs(workdir) or "\n" in workdir:
+        raise ValueError(
+            f"workdir must be an absolute path in the sandbox, such as '/home/agent/work', got "
+            f"{workdir!r}."
+        )
+    return posixpath.normpath(workdir)
 
 
 def _environment(spec: SandboxSpec | None) -> dict[str, str] | None:
