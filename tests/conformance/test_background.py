@@ -2,24 +2,13 @@
 §2.3, §2.4; §11.3)."""
 
 import time
+from datetime import timedelta
 
-import pytest
 from opensandbox import SandboxSync
 from opensandbox.models.execd import RunCommandOpts
 
+from tests.conformance.commands import wait_until_finished
 from tests.conformance.wire import ExecdWire
-
-STATUS_BOUND_S = 30
-
-
-def wait_until_finished(sandbox: SandboxSync, command_id: str):
-    deadline = time.monotonic() + STATUS_BOUND_S
-    while time.monotonic() < deadline:
-        status = sandbox.commands.get_command_status(command_id)
-        if not status.running:
-            return status
-        time.sleep(0.2)
-    pytest.fail(f"Command {command_id} was still running after {STATUS_BOUND_S} s.")
 
 
 def test_background_stream_is_init_then_execution_complete_with_no_output(wire: ExecdWire):
@@ -86,8 +75,6 @@ def test_a_running_background_command_reports_running_without_exit_code(sandbox:
 
 
 def test_a_background_timeout_kills_it_and_status_says_signal_killed(sandbox: SandboxSync):
-    from datetime import timedelta
-
     execution = sandbox.commands.run(
         "sleep 30", opts=RunCommandOpts(background=True, timeout=timedelta(seconds=1))
     )

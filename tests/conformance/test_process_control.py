@@ -10,30 +10,21 @@ from opensandbox import SandboxSync
 from opensandbox.models.execd import RunCommandOpts
 from opensandbox.models.execd_sync import ExecutionHandlersSync
 
+from tests.conformance.commands import (
+    FINISH_BOUND_S,
+    is_alive,
+    stdout_lines,
+    wait_until_finished,
+)
 from tests.conformance.wire import ExecdWire
 
-# Bounds so a broken stand-in fails these tests instead of hanging them (no speed goals).
-STATUS_BOUND_S = 30
+# A bound so a broken stand-in fails the disconnect test instead of hanging it (no speed goal).
 MARKER_BOUND_S = 30
 
 
-def run_text(sandbox: SandboxSync, command: str) -> str:
-    return "\n".join(message.text for message in sandbox.commands.run(command).logs.stdout)
-
-
-def group_members(sandbox: SandboxSync, pgid: str) -> str:
+def group_members(sandbox: SandboxSync, pgid: str) -> list[str]:
     """The processes still in a process group, as `ps` in the sandbox sees them."""
-    return run_text(sandbox, f"ps -e -o pid=,pgid=,stat= | awk '$2 == {pgid}'").strip()
-
-
-def wait_until_finished(sandbox: SandboxSync, command_id: str):
-    deadline = time.monotonic() + STATUS_BOUND_S
-    while time.monotonic() < deadline:
-        status = sandbox.commands.get_command_status(command_id)
-        if not status.running:
-            return status
-        time.sleep(0.2)
-    pytest.fail(f"Command {command_id} was still running after {STATUS_BOUND_S} s.")
+    return stdout_lines(sandbox, f"ps -e -o pid=,pgid=,stat= | awk '$2 == {pgid}'")
 
 
 def test_timeout_kills_the_whole_process_group(sandbox: SandboxSync):
@@ -45,8 +36,8 @@ def test_timeout_kills_the_whole_process_group(sandbox: SandboxSync):
     assert execution.error.traceback == ["signal: killed"]
     leader = sandbox.files.read_file("/tmp/leader").strip()
     child = sandbox.files.read_file("/tmp/child").strip()
-    assert group_members(sandbox, leader) == ""
-    assert run_text(sandbox, f"kill -0 {child} 2>/dev/null && echo alive || echo gone") == "gone"
+    assert group_members(sandbox, leader) == []
+    assert not is_alive(sandbox, child)
 
 
 def test_timeout_sends_sigkill_with_no_sigterm_grace(sandbox: SandboxSync):
@@ -68,7 +59,7 @@ def test_interrupt_ends_a_foreground_command_with_signal_terminated(sandbox: San
         started.set()
 
     def interrupt_once_started() -> None:
-        if started.wait(STATUS_BOUND_S):
+        if started.wait(FINISH_BOUND_S):
             sandbox.commands.interrupt(command_ids[0])
 
     interrupter = threading.Thread(target=interrupt_once_started)
@@ -105,7 +96,7 @@ def test_interrupt_escalates_to_sigkill_and_answers_after_the_group_is_gone(sand
 
     sandbox.commands.interrupt(execution.id)
 
-    assert group_members(sandbox, leader) == ""
+    assert group_members(sandbox, leader) == []
     status = wait_until_finished(sandbox, execution.id)
     assert status.exit_code == -1
     assert status.error == "signal: killed"
@@ -132,7 +123,7 @@ def test_a_client_disconnect_does_not_kill_the_command(sandbox: SandboxSync, wir
 
     deadline = time.monotonic() + MARKER_BOUND_S
     while time.monotonic() < deadline:
-        if run_text(sandbox, "cat /tmp/marker 2>/dev/null || true") == "finished":
+        if stdout_lines(sandbox, "cat /tmp/marker 2>/dev/null || true") == ["finished"]:
             return
         time.sleep(0.5)
     pytest.fail("The command did not finish after its client disconnected.")
@@ -143,7 +134,7 @@ def test_a_foreground_command_leaves_its_background_children_running(sandbox: Sa
     (child,) = [message.text for message in execution.logs.stdout]
 
     assert execution.exit_code == 0
-    assert run_text(sandbox, f"kill -0 {child} 2>/dev/null && echo alive || echo gone") == "alive"
+    assert is_alive(sandbox, child)
 
 
 def test_a_background_command_takes_what_it_left_in_its_group_when_it_exits(sandbox: SandboxSync):
@@ -153,7 +144,7 @@ def test_a_background_command_takes_what_it_left_in_its_group_when_it_exits(sand
     wait_until_finished(sandbox, execution.id)
     child = sandbox.files.read_file("/tmp/child").strip()
 
-    deadline = time.monotonic() + STATUS_BOUND_S
-    while run_text(sandbox, f"kill -0 {child} 2>/dev/null && echo alive || echo gone") != "gone":
+    deadline = time.monotonic() + FINISH_BOUND_S
+    while is_alive(sandbox, child):
         assert time.monotonic() < deadline, f"The background command's child {child} survived."
         time.sleep(0.2)
