@@ -7,6 +7,10 @@ from accepting one it does not enforce, and a sidecar in ``dns`` mode filters na
 lookups only: a sandbox behind it still connects to any numeric address. So after a
 deny-by-default create, the sidecar's own account of the policy and of its enforcement
 mode is read back, and anything short of what was asked for is refused.
+
+That read-back is also what makes IPv4 ranges safe to accept: the sidecar takes an
+address or CIDR as a target and enforces it on any port, but only in ``dns+nft`` mode,
+which every deny-by-default sandbox has to prove before it is used.
 """
 
 from __future__ import annotations
@@ -45,13 +49,8 @@ def network_policy(spec: SandboxSpec | None) -> NetworkPolicy | None:
     """
     if spec is None:
         return None
-    if spec.allow_egress_to_cidrs:
-        raise SandboxTerminalError(
-            "SandboxSpec names allow_egress_to_cidrs, which this backend does not enforce yet. "
-            "Allow host names with allow_egress_to instead, or use a backend that enforces "
-            "address ranges."
-        )
     hosts = _hostnames(spec.allow_egress_to)
+    ranges = _ranges(spec.allow_egress_to_cidrs)
     if not spec.block_network:
         if hosts:
             raise SandboxTerminalError(
@@ -59,10 +58,16 @@ def network_policy(spec: SandboxSpec | None) -> NetworkPolicy | None:
                 "sets block_network=False, which allows everything. Set block_network=True to "
                 "allow only those hosts, or drop allow_egress_to."
             )
+        if ranges:
+            raise SandboxTerminalError(
+                "SandboxSpec.allow_egress_to_cidrs narrows a sandbox that denies egress, but this "
+                "spec sets block_network=False, which allows everything. Set block_network=True "
+                "to allow only those ranges, or drop allow_egress_to_cidrs."
+            )
         return None
     from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
 
-    rules = [NetworkRule(action="allow", target=host) for host in hosts]
+    rules = [NetworkRule(action="allow", target=target) for target in hosts + ranges]
     return NetworkPolicy(defaultAction="deny", egress=rules or None)
 
 
@@ -152,6 +157,47 @@ def _hostnames(hosts: Iterable[str] | None) -> list[str]:
     return checked
 
 
+def _ranges(ranges: Iterable[str] | None) -> list[str]:
+    """The ranges as canonical IPv4 networks, refusing anything the sidecar would not enforce."""
+    if ranges is None:
+        return []
+    if isinstance(ranges, str):
+        raise SandboxTerminalError(
+            f"SandboxSpec.allow_egress_to_cidrs is the string {ranges!r}; it must be a list of "
+            f"IPv4 ranges, such as [{ranges!r}]."
+        )
+    checked = []
+    for value in ranges:
+        text = str(value).strip()
+        try:
+            network = ipaddress.ip_network(text)
+        except ValueError:
+            try:
+                loose = ipaddress.ip_network(text, strict=False)
+            except ValueError:
+                raise SandboxTerminalError(
+                    f"SandboxSpec.allow_egress_to_cidrs holds {value!r}, which is not an IPv4 "
+                    "range in CIDR notation, such as '203.0.113.0/24' or '203.0.113.7/32'."
+                ) from None
+            raise SandboxTerminalError(
+                f"SandboxSpec.allow_egress_to_cidrs holds {value!r}, which has host bits set: "
+                f"write the range as '{loose}', or one address as '{text.split('/')[0]}/32'."
+            ) from None
+        if network.version != 4:
+            # The sidecar disables IPv6 in the sandbox by default, so it has nothing to allow.
+            raise SandboxTerminalError(
+                f"SandboxSpec.allow_egress_to_cidrs holds {value!r}; only IPv4 ranges are "
+                "enforced. List IPv4 ranges."
+            )
+        if network.prefixlen == 0:
+            raise SandboxTerminalError(
+                f"SandboxSpec.allow_egress_to_cidrs holds {value!r}, which is every address. For "
+                "a sandbox that may reach the network, pass SandboxSpec(block_network=False)."
+            )
+        checked.append(str(network))
+    return checked
+
+
 def _is_address(host: str) -> bool:
     try:
         ipaddress.ip_address(host)
@@ -161,7 +207,12 @@ def _is_address(host: str) -> bool:
 
 
 def _normalized(target: Any) -> str:
-    return str(target).strip().rstrip(".").lower()
+    text = str(target).strip().rstrip(".").lower()
+    try:
+        # One address and its /32 are the same target to the sidecar.
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        return text
 
 
 def _short(value: Any) -> str:
