@@ -1,0 +1,173 @@
+"""
+System test: one task provisions a sandbox, an agent task attaches to it, a third collects.
+
+* ``provision`` creates a sandbox owned by this Dag run (``dag_run_owner(context)``), with
+  a working directory, and returns its handle.
+* ``agent`` is an ``AgentOperator`` whose ``SandboxToolset`` attaches to that handle, taken
+  from XCom through ``attach_to="{{ ti.xcom_pull('provision') }}"``. A scripted pydantic-ai
+  ``FunctionModel`` plays the model: it writes files with relative paths, which land in
+  the working directory the provisioning task chose, and checks every result.
+* ``collect`` reads the files back by the same relative paths, checks that the agent gave
+  up its claim, destroys the sandbox and checks with the server that it is gone. Its last
+  log line is ``sandbox attach e2e passed``.
+
+Needs an ``opensandbox_default`` connection to an OpenSandbox server. Run it with
+``airflow dags test example_sandbox_toolset_opensandbox_attach`` or trigger it from the UI.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from functools import cached_property
+
+from airflow.providers.common.ai.hooks.pydantic_ai import PydanticAIHook
+from airflow.providers.common.ai.operators.agent import AgentOperator
+from airflow.providers.common.ai.toolsets import SandboxToolset
+from airflow.sdk import dag, task
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from opensandbox_provider.sandbox import OpenSandboxBackend
+
+DAG_ID = "example_sandbox_toolset_opensandbox_attach"
+PASSED = "sandbox attach e2e passed"
+CONN_ID = "opensandbox_default"
+WORKDIR = "/home/agent/work"
+FINDINGS = "# Findings\n\nThe answer is 42.\n"
+
+# Named for the Dag, not the module: Airflow imports this file under a generated module name.
+log = logging.getLogger(DAG_ID)
+
+# Each step: the tool the agent calls, its arguments, and what its result must contain.
+STEPS = [
+    ("run_command", {"command": "pwd"}, [f"[stdout]\n{WORKDIR}"]),
+    (
+        "write_file",
+        {"path": "notes/findings.md", "content": FINDINGS},
+        [f"Wrote {len(FINDINGS)} bytes"],
+    ),
+    (
+        "run_command",
+        {"command": "python3 -c 'print(6 * 7)' > answer.txt && cat answer.txt"},
+        ["[stdout]\n42"],
+    ),
+    ("list_directory", {"path": "."}, ["answer.txt", "notes"]),
+]
+
+
+def scripted_agent(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Call the tools of :data:`STEPS` in order, failing the task on the first wrong result."""
+    # A tool that raised ModelRetry comes back as a retry prompt, not a tool return.
+    results = [
+        str(part.content)
+        for message in messages
+        for part in message.parts
+        if part.part_kind in ("tool-return", "retry-prompt")
+    ]
+    if results:
+        tool, args, expected = STEPS[len(results) - 1]
+        missing = [text for text in expected if text not in results[-1]]
+        if missing:
+            raise RuntimeError(f"{tool}({args}) returned {results[-1]!r}, lacking {missing!r}.")
+        log.info("Tool %s returned as expected: %r", tool, results[-1])
+    if len(results) == len(STEPS):
+        return ModelResponse(parts=[TextPart(content="The findings are in notes/findings.md.")])
+    tool, args, _ = STEPS[len(results)]
+    log.info("Tool call %d/%d: %s(%s)", len(results) + 1, len(STEPS), tool, args)
+    return ModelResponse(
+        parts=[ToolCallPart(tool_name=tool, args=args, tool_call_id=f"step-{len(results)}")]
+    )
+
+
+class ScriptedModelHook(PydanticAIHook):
+    """The pydantic-ai hook, answering with :func:`scripted_agent` instead of a connection's LLM."""
+
+    def get_conn(self) -> FunctionModel:
+        return FunctionModel(scripted_agent)
+
+
+class ScriptedAgentOperator(AgentOperator):
+    """``AgentOperator`` with the scripted model, so the Dag runs with no LLM and no key."""
+
+    @cached_property
+    def llm_hook(self) -> PydanticAIHook:
+        return ScriptedModelHook()
+
+
+@dag(
+    dag_id=DAG_ID,
+    schedule=None,
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    tags=["opensandbox", "sandbox", "system_test"],
+)
+def example_sandbox_toolset_opensandbox_attach():
+    @task
+    def provision(**context) -> str:
+        from airflow.providers.common.ai.sandbox import SandboxSpec, dag_run_owner
+
+        backend = OpenSandboxBackend(CONN_ID, workdir=WORKDIR)
+        # Owned by this Dag run: the agent task attaches by presenting the same run. An open
+        # spec sends no network policy, so this runs on a server without the egress sidecar.
+        handle = backend.create(spec=SandboxSpec(block_network=False, owner=dag_run_owner(context)))
+        log.info("Provisioned sandbox %s for %s.", handle, dag_run_owner(context))
+        return handle
+
+    agent = ScriptedAgentOperator(
+        task_id="agent",
+        prompt="Write your findings to notes/findings.md and the answer to answer.txt.",
+        llm_conn_id="scripted",
+        toolsets=[
+            # The handle travels by XCom; the toolset claims the sandbox for this task, keeps
+            # its lease renewed while the agent works, and leaves it standing at the end.
+            SandboxToolset(
+                OpenSandboxBackend(CONN_ID), attach_to="{{ ti.xcom_pull('provision') }}"
+            ),
+        ],
+    )
+
+    @task
+    def collect(handle: str) -> str:
+        from airflow.providers.common.ai.sandbox.base import HOLDER_TAG, OWNER_TAG
+        from opensandbox.exceptions import SandboxApiException
+        from opensandbox.sync.manager import SandboxManagerSync
+
+        from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
+
+        backend = OpenSandboxBackend(CONN_ID)
+        try:
+            tags = backend.read_tags(handle)
+            if HOLDER_TAG in tags:
+                raise RuntimeError(f"The agent task still holds {handle}: {tags[HOLDER_TAG]!r}.")
+            log.info("Sandbox %s is owned by %s and held by nobody.", handle, tags[OWNER_TAG])
+            # Relative paths resolve in the working directory the sandbox was provisioned with.
+            findings = backend.read_file(handle, "notes/findings.md", max_bytes=1024).decode()
+            answer = backend.read_file(handle, "answer.txt", max_bytes=1024).decode()
+        finally:
+            backend.destroy(handle)
+        if findings != FINDINGS or answer != "42\n":
+            raise RuntimeError(f"The agent left {findings!r} and {answer!r}.")
+        log.info("Read back what the agent wrote: %r, %r", findings, answer)
+        manager = SandboxManagerSync.create(OpenSandboxHook(CONN_ID).connection_config)
+        try:
+            manager.get_sandbox_info(handle)
+        except SandboxApiException as error:
+            if error.status_code != 404:
+                raise
+            log.info("Sandbox %s is gone from the server after the teardown.", handle)
+        else:
+            raise RuntimeError(f"Sandbox {handle} is still on the server after the teardown.")
+        finally:
+            manager.close()
+        log.info(PASSED)
+        return PASSED
+
+    handle = provision()
+    handle >> agent >> collect(handle)
+
+
+dag = example_sandbox_toolset_opensandbox_attach()
+
+if __name__ == "__main__":
+    dag.test()
