@@ -69,9 +69,19 @@ def test_a_signal_is_not_a_timeout(sandbox) -> None:
     assert "signal: killed" in result.stderr
 
 
-def test_a_command_that_cannot_outlive_its_sandbox_is_given_what_is_left(sandbox_on, plain_server):
+def test_a_held_sandbox_is_renewed_so_a_command_gets_its_whole_budget(sandbox_on, plain_server):
     sandbox = sandbox_on(plain_server, sandbox_timeout=60)
-    result = sandbox.run("true", timeout=3600)
+    assert sandbox.run("true", timeout=3600).applied_timeout is None
+
+
+def test_a_command_in_a_sandbox_nobody_here_holds_is_fitted_to_its_lifetime(
+    sandbox_on, backend_on, plain_server
+) -> None:
+    # Another backend reaches the sandbox by handle without holding it, so the sandbox may
+    # end when its current lifetime does; the command gets what is left and is told so.
+    sandbox = sandbox_on(plain_server, sandbox_timeout=60)
+    other = backend_on(plain_server, sandbox_timeout=60)
+    result = other.run_command(sandbox.handle, "true", timeout=3600, max_output_bytes=10)
     assert result.exit_code == 0
     assert result.applied_timeout is not None and result.applied_timeout <= 60
 

@@ -85,13 +85,8 @@ def test_without_the_sdk_the_package_imports_and_create_says_how_to_install_it()
     assert INSTALL_COMMAND == 'pip install "airflow-provider-opensandbox[opensandbox]"'
 
 
-def test_an_owner_is_refused_before_anything_is_provisioned() -> None:
-    with pytest.raises(SandboxTerminalError, match="does not support attaching"):
-        OpenSandboxBackend(NOWHERE).create(spec=SandboxSpec(owner="dag/run"))
-
-
 def test_a_spec_the_backend_cannot_enforce_is_refused_before_anything_is_provisioned() -> None:
-    spec = SandboxSpec(allow_egress_to_cidrs=["203.0.113.0/24"])
+    spec = SandboxSpec(block_network=False, allow_egress_to_cidrs=["203.0.113.0/24"])
     with pytest.raises(SandboxTerminalError, match="allow_egress_to_cidrs"):
         OpenSandboxBackend(NOWHERE).create(spec=spec)
 

@@ -51,10 +51,14 @@ def test_an_allowlist_without_block_network_is_refused() -> None:
         network_policy(SandboxSpec(block_network=False, allow_egress_to=["pypi.org"]))
 
 
-@pytest.mark.parametrize("block_network", [True, False])
-def test_address_ranges_are_refused_until_they_can_be_proven_enforced(block_network: bool) -> None:
-    spec = SandboxSpec(block_network=block_network, allow_egress_to_cidrs=["203.0.113.0/24"])
-    with pytest.raises(SandboxTerminalError, match="allow_egress_to_cidrs"):
+def test_address_ranges_become_allow_rules_beside_the_hosts() -> None:
+    spec = SandboxSpec(allow_egress_to=["pypi.org"], allow_egress_to_cidrs=["203.0.113.7/32"])
+    assert targets(spec) == ["pypi.org", "203.0.113.7/32"]
+
+
+def test_address_ranges_without_block_network_are_refused() -> None:
+    spec = SandboxSpec(block_network=False, allow_egress_to_cidrs=["203.0.113.0/24"])
+    with pytest.raises(SandboxTerminalError, match="block_network=True"):
         network_policy(spec)
 
 
