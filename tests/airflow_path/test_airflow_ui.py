@@ -1,6 +1,8 @@
-"""A person's view: headless Chromium logs into the UI, reads the task log, tests the connection.
+"""A real Airflow 3 runs the system-test Dag; then a person's view of it, in headless Chromium.
 
-Screenshots of each page land in artifacts/browser/, whether the test passes or not.
+One Airflow serves the module: the scheduler runs the Dag (LocalExecutor), the REST API reads
+its log, and the browser signs in, reads the task log and tests the connection. Screenshots
+of each page land in artifacts/browser/, whether the test passes or not.
 """
 
 from __future__ import annotations
@@ -24,6 +26,32 @@ from tests.airflow_stack.running import (
 ARTIFACTS = REPO / "artifacts" / "browser"
 # Generous: the first page load compiles the UI's scripts on a loaded two-core machine.
 UI_TIMEOUT_MS = 60_000
+
+
+def test_system_test_dag_run_succeeds_in_airflow(dag_run: DagRunOutcome) -> None:
+    assert dag_run.state == "success", "\n".join(dag_run.story())
+
+
+def test_task_log_tells_the_sandbox_lifecycle_in_order(dag_run: DagRunOutcome) -> None:
+    story = dag_run.story()
+    rest = "\n".join(story)
+    for expected in (
+        # The sandbox is created lazily, by the first tool call.
+        "Tool call 1/5: write_file",
+        "Created OpenSandbox sandbox",
+        "from image python:3.12-slim with no network policy (egress open)",
+        "execd answered its health check",
+        "Tool call 2/5: run_command",
+        "Tool call 3/5: read_file",
+        "Tool call 4/5: run_command",
+        "Tool call 5/5: list_directory",
+        "Destroyed sandbox",
+        "is gone from the server after the teardown",
+    ):
+        assert expected in rest, f"{expected!r} missing or out of order in:\n" + "\n".join(story)
+        rest = rest[rest.index(expected) + len(expected) :]
+    # The Dag logs this line last, and only after every check above it passed.
+    assert PASSED_LINE in rest.splitlines()
 
 
 @pytest.fixture(scope="module")
