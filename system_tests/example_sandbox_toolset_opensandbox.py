@@ -20,7 +20,7 @@ from airflow.sdk import dag, task
 
 DAG_ID = "example_sandbox_toolset_opensandbox"
 PASSED = "sandbox boundary e2e passed"
-WORKSPACE = "/tmp/airflow-e2e"
+WORKSPACE = "/srv/airflow-e2e"
 GREETING = "hello from airflow"
 
 # Named for the Dag, not the module: Airflow imports this file under a generated module name.

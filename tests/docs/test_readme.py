@@ -25,7 +25,7 @@ print(sorted(bag.import_errors.values()), tasks)
 
 
 def test_the_readme_renders_without_warnings() -> None:
-    # PyPI refuses a long description that does not render; a warning is where that starts.
+    # The package index refuses a long description that does not render; warnings start that.
     docutils.core.publish_doctree(
         README.read_text(), settings_overrides={"halt_level": docutils.utils.Reporter.WARNING_LEVEL}
     )
