@@ -87,6 +87,14 @@ def test_a_command_in_a_sandbox_nobody_here_holds_is_fitted_to_its_lifetime(
 
 
 @pytest.mark.slow
+def test_a_long_quiet_command_is_kept_alive_by_execds_heartbeat(sandbox) -> None:
+    # Longer than the stall window with no output at all: only heartbeats arrive meanwhile.
+    result = sandbox.run("sleep 14; echo woke", timeout=60)
+    assert (result.stdout, result.exit_code) == ("woke\n", 0)
+    assert not result.timed_out and not result.sandbox_terminated
+
+
+@pytest.mark.slow
 def test_a_silent_stream_is_abandoned_and_its_sandbox_destroyed(sandbox_on, plain_server) -> None:
     sandbox = sandbox_on(plain_server, SandboxSpec(block_network=False, env={STALL: "silent"}))
     result = sandbox.run("echo never seen", timeout=300)
