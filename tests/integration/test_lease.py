@@ -1,8 +1,8 @@
 """Leases against the real server: a held sandbox outlives its lease, a dead worker's does not.
 
 The lease is 60 s, the shortest lifetime the server accepts. The worker that dies is a
-process this test starts and kills by its PID, mid-run, with SIGKILL, so nothing on it
-gets a chance to clean up.
+process this test starts, holding a sandbox through OpenSandboxBackend as a toolset's run
+would, and kills by its PID mid-run with SIGKILL, so nothing on it gets to clean up.
 """
 
 from __future__ import annotations
@@ -18,37 +18,30 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from opensandbox import SandboxManagerSync, SandboxSync
+from airflow.providers.common.ai.sandbox.base import SandboxSpec
+from opensandbox import SandboxManagerSync
 from opensandbox.exceptions import SandboxApiException
-from tests.stack.state import ServerInfo, StackState
-
-from opensandbox_provider.sandbox._lease import Leases
+from tests.stack.state import ServerInfo
 
 LEASE = 60.0  # the server refuses a shorter lifetime (422)
 # A sandbox past its lease that is still there is a failure, not a hang: the server's
 # expiry timer fires on time, and removing the container takes well under a second.
 REMOVAL_GRACE = 15.0
+OWNER = "lease_dag/manual__2026-01-01T00:00:00+00:00"
+HOLDER = f"{OWNER}/agent"
 
-pytestmark = pytest.mark.slow
-
-# The worker: creates a sandbox on a 60 s lease, holds it, writes its id, then works forever.
+# The worker: a backend creates a sandbox for its own run, which holds it on a 60 s lease;
+# the worker writes the sandbox's id, then works forever.
 WORKER = """
 import sys, time
-from datetime import timedelta
 from pathlib import Path
-from opensandbox import SandboxManagerSync, SandboxSync
-from opensandbox.config.connection_sync import ConnectionConfigSync
-from opensandbox_provider.sandbox._lease import Leases
+from airflow.providers.common.ai.sandbox.base import SandboxSpec
+from opensandbox_provider.sandbox import OpenSandboxBackend
 
-domain, api_key, image, lease, id_file = sys.argv[1:]
-lifetime = timedelta(seconds=float(lease))
-def config():
-    return ConnectionConfigSync(domain=domain, api_key=api_key, protocol="http")
-sandbox = SandboxSync.create(image, timeout=lifetime, connection_config=config())
-manager = SandboxManagerSync.create(config())
-leases = Leases(lambda s: manager.renew_sandbox(s, lifetime), lease=float(lease))
-leases.hold(sandbox.id)
-Path(id_file).write_text(sandbox.id)
+lease, id_file = sys.argv[1:]
+backend = OpenSandboxBackend("opensandbox_default", sandbox_timeout=float(lease))
+handle = backend.create(spec=SandboxSpec(block_network=False))
+Path(id_file).write_text(handle)
 while True:
     time.sleep(3600)
 """
@@ -63,12 +56,9 @@ def manager(plain_server: ServerInfo) -> Iterator[SandboxManagerSync]:
         sdk.close()
 
 
-def renewer(manager: SandboxManagerSync):
-    def renew(sandbox: str) -> bool:
-        manager.renew_sandbox(sandbox, timedelta(seconds=LEASE))
-        return True
-
-    return renew
+@pytest.fixture
+def leased(backend_on, plain_server):
+    return backend_on(plain_server, sandbox_timeout=LEASE)
 
 
 def exists(manager: SandboxManagerSync, sandbox: str) -> bool:
@@ -82,16 +72,9 @@ def exists(manager: SandboxManagerSync, sandbox: str) -> bool:
 
 
 def containers_of(sandbox: str) -> list[str]:
+    label = f"label=opensandbox.io/id={sandbox}"
     return subprocess.run(
-        [
-            "docker",
-            "ps",
-            "-a",
-            "--format",
-            "{{.Names}}",
-            "--filter",
-            f"label=opensandbox.io/id={sandbox}",
-        ],
+        ["docker", "ps", "-a", "--format", "{{.Names}}", "--filter", label],
         check=True,
         capture_output=True,
         text=True,
@@ -112,43 +95,45 @@ def expires_at(manager: SandboxManagerSync, sandbox: str) -> datetime:
     return expiry
 
 
-def test_a_held_sandbox_outlives_its_lease(stack: StackState, plain_server: ServerInfo, manager):
-    sandbox = SandboxSync.create(
-        stack.sandbox_image,
-        timeout=timedelta(seconds=LEASE),
-        connection_config=plain_server.connection_config(),
-    )
-    leases = Leases(renewer(manager), lease=LEASE)
+def seconds_left(manager: SandboxManagerSync, sandbox: str) -> float:
+    return (expires_at(manager, sandbox) - datetime.now(UTC)).total_seconds()
+
+
+@pytest.mark.slow
+def test_a_sandbox_held_by_its_run_outlives_its_lease(leased, manager):
+    created = datetime.now(UTC)
+    handle = leased.create(spec=SandboxSpec(block_network=False))
     try:
-        created = datetime.now(UTC)
-        leases.hold(sandbox.id)
         expiries = []
         while datetime.now(UTC) < created + timedelta(seconds=1.5 * LEASE):
-            expiries.append(expires_at(manager, sandbox.id))
+            expiries.append(expires_at(manager, handle))
             time.sleep(5)
 
-        result = sandbox.commands.run("echo still here")
+        # Asked for more than the lease, and given all of it: a held sandbox has no deadline.
+        result = leased.run_command(handle, "echo still here", timeout=300, max_output_bytes=100)
 
-        assert "".join(message.text for message in result.logs.stdout).strip() == "still here"
-        assert expires_at(manager, sandbox.id) > created + timedelta(seconds=1.5 * LEASE)
-        renewals = sorted(set(expiries))
-        steps = [(later - earlier).total_seconds() for earlier, later in pairwise(renewals)]
+        assert result.stdout == "still here\n"
+        assert result.applied_timeout is None
+        assert expires_at(manager, handle) > created + timedelta(seconds=1.5 * LEASE)
+        steps = [(b - a).total_seconds() for a, b in pairwise(sorted(set(expiries)))]
         print(
-            f"\nlease {LEASE:.0f}s, renewal every {leases.interval:.0f}s; expiry moved by {steps}"
+            f"\nlease {LEASE:g}s, renewed every {leased._leases.interval:g}s: expiry moved {steps}"
         )
     finally:
-        leases.drop(sandbox.id)
-        sandbox.destroy()
+        leased.destroy(handle)
+    assert leased._leases.held() == frozenset()
 
 
+@pytest.mark.slow
 def test_a_killed_workers_sandbox_is_reclaimed_within_one_lease(
-    stack: StackState, plain_server: ServerInfo, manager, tmp_path: Path
+    plain_server: ServerInfo, manager, tmp_path: Path
 ):
     id_file = tmp_path / "sandbox-id"
+    env = {**os.environ, **plain_server.airflow_connection_env("opensandbox_default")}
     with (tmp_path / "worker.log").open("w") as log:
         worker = subprocess.Popen(
-            [sys.executable, "-c", WORKER, plain_server.domain, plain_server.api_key]
-            + [stack.sandbox_image, str(LEASE), str(id_file)],
+            [sys.executable, "-c", WORKER, str(LEASE), str(id_file)],
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -175,7 +160,7 @@ def test_a_killed_workers_sandbox_is_reclaimed_within_one_lease(
         assert not exists(manager, sandbox)
         assert containers_of(sandbox) == []
         print(
-            f"\nlease {LEASE:.0f}s: sandbox gone {(gone - killed).total_seconds():.1f}s after the "
+            f"\nlease {LEASE:g}s: sandbox gone {(gone - killed).total_seconds():.1f}s after the "
             f"worker was killed, {(gone - last_expiry).total_seconds():+.1f}s from the expiry "
             "its last renewal set"
         )
@@ -185,6 +170,47 @@ def test_a_killed_workers_sandbox_is_reclaimed_within_one_lease(
             worker.wait(timeout=30)
         if sandbox is not None:
             destroy_unless_gone(manager, sandbox)
+
+
+def test_a_provisioned_sandbox_waits_for_its_tasks_unheld(leased):
+    handle = leased.create(spec=SandboxSpec(block_network=False, owner=OWNER))
+    try:
+        assert leased._leases.held() == frozenset()
+    finally:
+        leased.destroy(handle)
+
+
+def test_attaching_late_starts_a_whole_lease_and_releasing_leaves_one(
+    backend_on, plain_server, manager
+):
+    creator = backend_on(plain_server, sandbox_timeout=LEASE)
+    handle = creator.create(spec=SandboxSpec(block_network=False, owner=OWNER))
+    try:
+        # Late in the provisioned lifetime, as an agent task that waited in a queue would be.
+        manager.renew_sandbox(handle, timedelta(seconds=5))
+        agent = backend_on(plain_server, sandbox_timeout=LEASE)
+
+        agent.attach(handle, owner=OWNER, holder=HOLDER)
+        held_for = seconds_left(manager, handle)
+        result = agent.run_command(handle, "true", timeout=120, max_output_bytes=100)
+        agent.release(handle, holder=HOLDER)
+        left_after_release = seconds_left(manager, handle)
+
+        assert held_for > LEASE - 10
+        assert result.applied_timeout is None
+        assert agent._leases.held() == frozenset()
+        assert left_after_release > LEASE - 10
+    finally:
+        creator.destroy(handle)
+
+
+def test_destroying_ends_the_renewals(leased):
+    handle = leased.create(spec=SandboxSpec(block_network=False))
+    assert leased._leases.held() == {handle}
+
+    leased.destroy(handle)
+
+    assert leased._leases.held() == frozenset()
 
 
 def wait_for_sandbox_id(worker: subprocess.Popen, id_file: Path, log: Path) -> str:
