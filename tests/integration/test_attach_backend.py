@@ -16,6 +16,7 @@ from airflow.providers.common.ai.sandbox.base import (
     NETWORK_TAG,
     OWNER_TAG,
     WORKDIR_TAG,
+    SandboxError,
     SandboxSpec,
     SandboxTerminalError,
     decode_network_policy,
@@ -181,3 +182,18 @@ def test_a_sandbox_that_is_gone_cannot_be_attached(backend_for, attacher):
 
     with pytest.raises(SandboxTerminalError):
         attacher.attach(handle, owner=OWNER, holder=HOLDER)
+
+
+def test_tags_rewritten_by_someone_else_are_reported_not_trusted(
+    provisioned, attacher, plain_server
+):
+    manager = SandboxManagerSync.create(plain_server.connection_config())
+    try:
+        manager.patch_sandbox_metadata(
+            provisioned, {f"{_tags.PREFIX}{OWNER_TAG}.0": "vsomeone_else"}
+        )
+    finally:
+        manager.close()
+
+    with pytest.raises(SandboxError, match="carries tags this backend cannot read"):
+        attacher.attach(provisioned, owner=OWNER, holder=HOLDER)
