@@ -47,21 +47,31 @@ def assert_no_container(sandbox: str) -> None:
     assert not left, f"sandbox {sandbox} left containers behind: {left}"
 
 
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """An error and everything it was raised from or during, each once (a chain can loop)."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        pending += [current.__cause__, current.__context__]
+
+
 def assert_key_hidden(key: str, caplog: pytest.LogCaptureFixture, *errors: BaseException) -> None:
-    """The API key is in no captured log line and in no error's text, causes included."""
-    leaking = [record.getMessage() for record in caplog.records if key in record.getMessage()]
-    leaking += [
-        record.exc_text for record in caplog.records if record.exc_text and key in record.exc_text
-    ]
-    assert not leaking, f"the API key appears in log lines: {leaking}"
+    """The API key is in no captured log line (tracebacks included) and in no error's text."""
+    formatter = logging.Formatter()
+    for record in caplog.records:
+        text = record.getMessage()
+        if record.exc_info:
+            text += formatter.formatException(record.exc_info)
+        assert key not in text, f"the API key appears in a log line of {record.name}: {text[:300]}"
     for error in errors:
-        chain: BaseException | None = error
-        while chain is not None:
-            assert key not in str(chain), f"the API key appears in an error: {type(chain).__name__}"
-            assert key not in repr(chain.args), (
-                f"the API key appears in an error's args: {type(chain).__name__}"
-            )
-            chain = chain.__cause__ or chain.__context__
+        for link in _chain(error):
+            assert key not in str(link), f"the API key appears in a {type(link).__name__}"
+            assert key not in repr(link.args), f"the API key is in a {type(link).__name__}'s args"
 
 
 @pytest.fixture(autouse=True)

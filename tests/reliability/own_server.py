@@ -7,6 +7,7 @@ killing it by its PID mid-command disturbs no other test's server.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import time
@@ -29,7 +30,15 @@ class OwnServer:
 
     def start(self) -> None:
         """Starts the server, or restarts it when it runs with another key."""
-        servers.ensure_server(SPEC, self.api_key)
+        config = SPEC.config(self.api_key)
+        fingerprint = hashlib.sha256(config.encode()).hexdigest()[:16]
+        running = processes.find(SPEC.process_name)
+        if running is not None and running.fingerprint == fingerprint:
+            return
+        if running is not None:
+            processes.stop(SPEC.process_name)
+        servers._launch(SPEC, config, fingerprint)
+        servers.wait_healthy([SPEC])
 
     def kill(self) -> None:
         """SIGKILL, as an OOM killer or a crashed node would end it: no graceful shutdown."""
@@ -47,7 +56,7 @@ class OwnServer:
     def rotate_key(self, new_key: str) -> None:
         """Restarts the server with ``new_key``; clients holding the old one are now refused."""
         self.api_key = new_key
-        servers.ensure_server(SPEC, new_key)
+        self.start()
 
     def stop(self) -> None:
         servers.stop_server(SPEC)

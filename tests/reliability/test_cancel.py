@@ -48,7 +48,7 @@ def _sandbox_running(token: str) -> tuple[str, str] | None:
     for container in inspected:
         if f"RELIABILITY_TOKEN={token}" in (container["Config"]["Env"] or []):
             top = subprocess.run(
-                ["docker", "top", container["Id"], "-o", "args"], capture_output=True, text=True
+                ["docker", "top", container["Id"]], capture_output=True, text=True
             ).stdout
             if "sleep 300" in top:
                 return container["Config"]["Labels"]["opensandbox.io/id"], container["Id"]

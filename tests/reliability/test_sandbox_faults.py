@@ -31,7 +31,7 @@ def _wait_for_process(backend, handle: str, pattern: str) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         top = subprocess.run(
-            ["docker", "top", containers_of(handle)[0], "-o", "args"],
+            ["docker", "top", containers_of(handle)[0]],
             capture_output=True,
             text=True,
         )
@@ -41,10 +41,11 @@ def _wait_for_process(backend, handle: str, pattern: str) -> None:
     pytest.fail(f"the command {pattern!r} never started in sandbox {handle}")
 
 
+@pytest.mark.parametrize("use_server_proxy", [False, True], ids=["direct", "through-server"])
 def test_container_killed_mid_command_reports_the_sandbox_gone(
-    make_backend, plain_server, sandboxes, caplog
+    make_backend, plain_server, sandboxes, caplog, use_server_proxy
 ):
-    backend = make_backend(plain_server)
+    backend = make_backend(plain_server, use_server_proxy=use_server_proxy)
     handle = backend.create(spec=SandboxSpec(block_network=False))
     sandboxes.append(handle)
     running = Pending(
