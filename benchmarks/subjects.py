@@ -94,16 +94,21 @@ class _Tail:
 class SdkSubject:
     name = "sdk"
 
-    def __init__(self, server: ServerInfo, image: str) -> None:
+    def __init__(self, server: ServerInfo, image: str, memory: str) -> None:
         self.server = server
         self.image = image
+        # The SDK's own default; set only so a case can ask every subject for the same sandbox.
+        self.resource = {"cpu": "1", "memory": memory}
         self.sandboxes: dict = {}
 
     def create(self, env: dict[str, str] | None = None) -> str:
         from opensandbox import SandboxSync
 
         sandbox = SandboxSync.create(
-            self.image, env=env, connection_config=self.server.connection_config()
+            self.image,
+            env=env,
+            resource=self.resource,
+            connection_config=self.server.connection_config(),
         )
         self.sandboxes[sandbox.id] = sandbox
         return sandbox.id
@@ -141,17 +146,17 @@ class SdkSubject:
         return written
 
 
-def make_subject(name: str, server: ServerInfo, image: str) -> Subject:
+def make_subject(name: str, server: ServerInfo, image: str, memory: str = "2Gi") -> Subject:
     """Build one subject; the backends read their server from an Airflow connection, as in a Dag."""
     os.environ.update(server.airflow_connection_env(CONN_ID, **CONNECTION_EXTRA))
     if name == "sdk":
-        return SdkSubject(server, image)
+        return SdkSubject(server, image, memory)
     if name == "built-in":
         from airflow.providers.common.ai.sandbox.opensandbox import OpenSandboxBackend as BuiltIn
 
-        return BackendSubject(name, BuiltIn(CONN_ID, image=image))
+        return BackendSubject(name, BuiltIn(CONN_ID, image=image, memory=memory))
     if name == "ours":
         from opensandbox_provider.sandbox import OpenSandboxBackend as Ours
 
-        return BackendSubject(name, Ours(CONN_ID, image=image))
+        return BackendSubject(name, Ours(CONN_ID, image=image, memory=memory))
     raise ValueError(f"Unknown subject {name!r}; choose one of {', '.join(SUBJECTS)}.")
