@@ -7,6 +7,7 @@ of each page land in artifacts/browser/, whether the test passes or not.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -83,7 +84,7 @@ def screenshot(page: Page, name: str) -> Iterator[None]:
     try:
         yield
     finally:
-        page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
+        page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True, animations="disabled")
 
 
 def _connection_row(page: Page, airflow: RunningAirflow) -> Locator:
@@ -141,17 +142,23 @@ def test_ui_test_button_passes_against_the_stack(
         expect(toast).to_contain_text("accepted the API key")
 
 
-def test_ui_add_connection_offers_the_opensandbox_type_with_its_extra_fields(
+def test_ui_a_connection_added_through_the_form_keeps_the_server_proxy_default(
     page: Page, airflow: RunningAirflow
 ) -> None:
     page.goto(f"{airflow.site.base_url}/connections")
     page.get_by_role("button", name="Add Connection").click()
     dialog = page.get_by_role("dialog")
     with screenshot(page, "05-add-connection"):
+        dialog.get_by_label("Connection ID").fill("opensandbox_from_form")
         dialog.get_by_role("combobox", name="Connection Type").fill("OpenSandbox")
         page.keyboard.press("Enter")
         expect(dialog.get_by_text("OpenSandbox", exact=True)).to_be_visible()
+        dialog.get_by_label("Server host").fill("opensandbox.example.internal")
         dialog.get_by_role("button", name="Extra Fields", exact=True).click()
         expect(dialog.get_by_text("Request timeout (s)")).to_be_visible()
-        expect(dialog.get_by_text("Use server proxy")).to_be_visible()
-    page.keyboard.press("Escape")
+        # Shown switched off until touched, yet saved as unset, which the hook reads as on.
+        expect(dialog.get_by_label("Use server proxy")).not_to_be_checked()
+    dialog.get_by_role("button", name="Save").click()
+    expect(dialog).to_be_hidden()
+    extra = json.loads(airflow.api.connection("opensandbox_from_form")["extra"])
+    assert extra == {"request_timeout": 30, "use_server_proxy": None}

@@ -53,6 +53,9 @@ class AirflowApi:
             self._call("DELETE", path)
         self._call("POST", "/api/v2/connections", json=connection)
 
+    def connection(self, conn_id: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/api/v2/connections/{quote(conn_id, safe='')}").json())
+
     def test_connection(self, connection: dict[str, Any]) -> dict[str, Any]:
         """What the connection form's Test button asks: ``{"status": bool, "message": str}``."""
         return dict(self._call("POST", "/api/v2/connections/test", json=connection).json())
