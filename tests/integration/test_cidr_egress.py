@@ -8,11 +8,13 @@ anything anywhere else.
 from __future__ import annotations
 
 import shlex
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import (
     NETWORK_TAG,
+    OWNER_TAG,
     SandboxSpec,
     SandboxTerminalError,
     decode_network_policy,
@@ -22,6 +24,8 @@ from opensandbox.models.sandboxes import SandboxFilter
 from tests.integration.conftest import Sandbox
 from tests.network.sandboxes import Listener
 from tests.stack.state import ServerInfo, StackState
+
+from opensandbox_provider.sandbox import _tags
 
 # A documentation range (RFC 5737): allowed in a policy, never connected to.
 ELSEWHERE = "203.0.113.0/24"
@@ -44,12 +48,12 @@ def listener(stack: StackState) -> Iterator[Listener]:
     bound.close()
 
 
-def airflow_sandboxes(server: ServerInfo) -> set[str]:
-    """The sandboxes on ``server`` that carry the backend's attribution."""
+def sandboxes_owned_by(server: ServerInfo, owner: str) -> set[str]:
+    """The sandboxes on ``server`` stamped with ``owner``, found as an operator would."""
     manager = SandboxManagerSync.create(server.connection_config())
     try:
         page = manager.list_sandbox_infos(
-            SandboxFilter(metadata={"created-by": "airflow"}, page_size=200)
+            SandboxFilter(metadata=_tags.encode({OWNER_TAG: owner}), page_size=200)
         )
     finally:
         manager.close()
@@ -99,34 +103,39 @@ def test_ranges_and_host_names_are_allowed_together(sandbox_on, dns_nft_server, 
 
 def test_the_ranges_are_stamped_for_an_attaching_task(backend_on, dns_nft_server, stack):
     backend = backend_on(dns_nft_server)
-    spec = SandboxSpec(allow_egress_to_cidrs=[f"{stack.bridge_ip}/32", ELSEWHERE], owner=OWNER)
-    handle = backend.create(spec=spec)
+    owner = f"{OWNER}-{uuid.uuid4().hex}"
+    ranges = [f"{stack.bridge_ip}/32", ELSEWHERE]
+    handle = backend.create(spec=SandboxSpec(allow_egress_to_cidrs=ranges, owner=owner))
     try:
         stamped = decode_network_policy(backend.read_tags(handle)[NETWORK_TAG])
+        # The same owner filter the refusal tests rely on finds a sandbox that exists.
+        found = sandboxes_owned_by(dns_nft_server, owner)
     finally:
         backend.destroy(handle)
 
-    assert stamped == SandboxSpec(allow_egress_to_cidrs=[f"{stack.bridge_ip}/32", ELSEWHERE])
+    assert stamped == SandboxSpec(allow_egress_to_cidrs=ranges)
+    assert found == {handle}
 
 
-def test_ranges_are_refused_where_the_sidecar_filters_names_only(backend_on, dns_server, stack):
-    backend = backend_on(dns_server)
-    before = airflow_sandboxes(dns_server)
+@pytest.mark.parametrize(
+    ("server", "problem"),
+    [
+        ("dns_server", r"'dns' mode.*\[egress\] mode = \"dns\+nft\""),
+        ("plain_server", r"\[egress\] with mode dns\+nft"),
+    ],
+    ids=["sidecar-filters-names-only", "no-egress-sidecar"],
+)
+def test_ranges_are_refused_with_what_to_configure_where_addresses_are_not_filtered(
+    backend_on, stack, request, server, problem
+):
+    target = request.getfixturevalue(server)
+    owner = f"{OWNER}-{uuid.uuid4().hex}"
+    spec = SandboxSpec(allow_egress_to_cidrs=[f"{stack.bridge_ip}/32"], owner=owner)
 
-    with pytest.raises(SandboxTerminalError, match=r"'dns' mode.*\[egress\] mode = \"dns\+nft\""):
-        backend.create(spec=cidrs(f"{stack.bridge_ip}/32"))
+    with pytest.raises(SandboxTerminalError, match=problem):
+        backend_on(target).create(spec=spec)
 
-    assert airflow_sandboxes(dns_server) == before
-
-
-def test_ranges_are_refused_by_a_server_without_an_egress_sidecar(backend_on, plain_server, stack):
-    backend = backend_on(plain_server)
-    before = airflow_sandboxes(plain_server)
-
-    with pytest.raises(SandboxTerminalError, match=r"\[egress\] with mode dns\+nft"):
-        backend.create(spec=cidrs(f"{stack.bridge_ip}/32"))
-
-    assert airflow_sandboxes(plain_server) == before
+    assert sandboxes_owned_by(target, owner) == set()
 
 
 @pytest.mark.parametrize(
@@ -142,13 +151,14 @@ def test_ranges_are_refused_by_a_server_without_an_egress_sidecar(backend_on, pl
 def test_a_range_that_is_not_a_usable_ipv4_network_is_refused_before_anything_is_created(
     backend_on, dns_nft_server: ServerInfo, ranges, problem
 ):
-    backend = backend_on(dns_nft_server)
-    before = airflow_sandboxes(dns_nft_server)
+    owner = f"{OWNER}-{uuid.uuid4().hex}"
 
     with pytest.raises(SandboxTerminalError, match=problem):
-        backend.create(spec=SandboxSpec(allow_egress_to_cidrs=ranges))
+        backend_on(dns_nft_server).create(
+            spec=SandboxSpec(allow_egress_to_cidrs=ranges, owner=owner)
+        )
 
-    assert airflow_sandboxes(dns_nft_server) == before
+    assert sandboxes_owned_by(dns_nft_server, owner) == set()
 
 
 def test_ranges_on_an_open_sandbox_are_refused(backend_on, dns_nft_server, stack):
