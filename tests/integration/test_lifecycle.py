@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from datetime import UTC, datetime
 
 import pytest
@@ -86,10 +85,9 @@ def test_a_paused_sandbox_is_destroyed_without_waiting_for_it_to_answer(
         manager.pause_sandbox(sandbox.handle)
     finally:
         manager.close()
-    started = time.monotonic()
-    backend_on(plain_server, ready_timeout=60).destroy(sandbox.handle)
-    # A readiness poll would wait out the whole ready_timeout on a paused execd.
-    assert time.monotonic() - started < 30
+    # A paused execd never answers, so a destroy that polled for readiness first would
+    # give up after ready_timeout with the sandbox still there.
+    backend_on(plain_server, ready_timeout=1).destroy(sandbox.handle)
     assert not exists(plain_server, sandbox.handle)
 
 
