@@ -28,7 +28,7 @@ OWNER = "my_dag/manual__2026-01-01T00:00:00+00:00"
 HOLDER = f"{OWNER}/agent_task[17]"
 NETWORK = encode_network_policy(
     SandboxSpec(
-        allow_egress_to=["allowed.test", "api.wild.test", "files.pythonhosted.org"],
+        allow_egress_to=["allowed.test", "api.wild.test", "files.example.test"],
         allow_egress_to_cidrs=["172.17.0.1/32", "203.0.113.0/24"],
     )
 )

@@ -30,7 +30,7 @@ ODD_VALUES = [
     f"{OWNER}/agent[3]",
     encode_network_policy(
         SandboxSpec(
-            allow_egress_to=["allowed.test", "pypi.org"], allow_egress_to_cidrs=["172.17.0.1/32"]
+            allow_egress_to=["allowed.test", "other.test"], allow_egress_to_cidrs=["172.17.0.1/32"]
         )
     ),
     "/work space/ünïcødé 🚀",
