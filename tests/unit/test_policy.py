@@ -42,18 +42,18 @@ def test_the_default_spec_denies_all_egress() -> None:
 
 
 def test_an_allowlist_becomes_one_allow_rule_per_host() -> None:
-    spec = SandboxSpec(allow_egress_to=["pypi.org", "*.example.com", "files.pythonhosted.org"])
-    assert targets(spec) == ["pypi.org", "*.example.com", "files.pythonhosted.org"]
+    spec = SandboxSpec(allow_egress_to=["data.example.com", "*.example.com", "files.example.net"])
+    assert targets(spec) == ["data.example.com", "*.example.com", "files.example.net"]
 
 
 def test_an_allowlist_without_block_network_is_refused() -> None:
     with pytest.raises(SandboxTerminalError, match="block_network=True"):
-        network_policy(SandboxSpec(block_network=False, allow_egress_to=["pypi.org"]))
+        network_policy(SandboxSpec(block_network=False, allow_egress_to=["data.example.com"]))
 
 
 def test_address_ranges_become_allow_rules_beside_the_hosts() -> None:
-    spec = SandboxSpec(allow_egress_to=["pypi.org"], allow_egress_to_cidrs=["203.0.113.7/32"])
-    assert targets(spec) == ["pypi.org", "203.0.113.7/32"]
+    spec = SandboxSpec(allow_egress_to=["data.example.com"], allow_egress_to_cidrs=["203.0.113.7/32"])
+    assert targets(spec) == ["data.example.com", "203.0.113.7/32"]
 
 
 def test_address_ranges_without_block_network_are_refused() -> None:
@@ -64,11 +64,11 @@ def test_address_ranges_without_block_network_are_refused() -> None:
 
 def test_a_bare_string_allowlist_is_refused_rather_than_read_letter_by_letter() -> None:
     with pytest.raises(SandboxTerminalError, match="must be a list"):
-        network_policy(SandboxSpec(allow_egress_to="pypi.org"))  # type: ignore[arg-type]
+        network_policy(SandboxSpec(allow_egress_to="data.example.com"))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
-    "host", ["https://pypi.org", "pypi.org:443", "pypi.org/simple", "", " ", "a b", "-x.org", 7]
+    "host", ["https://data.example.com", "data.example.com:443", "data.example.com/simple", "", " ", "a b", "-x.org", 7]
 )
 def test_an_allowlist_entry_that_is_not_a_host_name_is_refused(host: object) -> None:
     with pytest.raises(SandboxTerminalError, match="not a host name"):

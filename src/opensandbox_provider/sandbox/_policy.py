@@ -146,7 +146,7 @@ def _hostnames(hosts: Iterable[str] | None) -> list[str]:
         if not isinstance(host, str) or not _HOSTNAME.fullmatch(host.strip()):
             raise SandboxTerminalError(
                 f"SandboxSpec.allow_egress_to holds {host!r}, which is not a host name. List bare "
-                "names such as 'pypi.org' or '*.example.com', with no scheme, port or path."
+                "names such as 'data.example.com' or '*.example.com', with no scheme, port or path."
             )
         if _is_address(host.strip()):
             raise SandboxTerminalError(
