@@ -163,6 +163,7 @@ def test_the_task_log_tells_the_story_of_the_sandbox(backend_on, plain_server, c
     assert "no network policy (egress open)" in story[0]
     assert story[1].startswith(f"Sandbox {handle} is ready: execd answered its health check after")
     assert story[2].startswith(f"Sandbox {handle}: \"python3 -c 'print(6 * 7)'\" exited 0 in")
+    assert story[2].endswith("s (stdout 3 bytes; stderr 0 bytes).")
     assert story[3] == f"Destroyed sandbox {handle}."
 
 

@@ -118,6 +118,15 @@ def test_a_long_frame_of_backslashes_and_quotes_ends_where_its_text_ends() -> No
     assert parser.stdout.text() == ('\\"' * 10 + "\nnext\n")[-20:]
 
 
+def test_a_line_cut_while_it_streams_is_not_counted_as_if_it_arrived_whole() -> None:
+    parser = parse(
+        frame("stdout", "x" * (3 * MAX_WHOLE_FRAME)) + complete(), split=65536, max_bytes=10
+    )
+    assert parser.stdout.truncated and not parser.stdout.counted
+    lines = parse(frame("stdout", "x" * 100) + complete(), split=7, max_bytes=10)
+    assert lines.stdout.truncated and lines.stdout.counted and lines.stdout.total == 101
+
+
 def test_a_long_frame_fits_the_budget_whole_when_it_is_short_enough() -> None:
     line = "y" * (MAX_WHOLE_FRAME + 10)
     parser = parse(frame("stdout", line) + complete(), split=8192, max_bytes=2 * MAX_WHOLE_FRAME)

@@ -68,6 +68,11 @@ class BoundedTail:
     def truncated(self) -> bool:
         return self._dropped or self.total > self.max_bytes
 
+    @property
+    def counted(self) -> bool:
+        """Whether :attr:`total` is every byte the stream carried, not only what reached it."""
+        return not self._dropped
+
     def text(self) -> str:
         # A cut can split a multi-byte character; its remains are dropped, not replaced.
         return bytes(self._data[-self.max_bytes :]).decode("utf-8", errors="ignore")

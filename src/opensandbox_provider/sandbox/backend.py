@@ -35,7 +35,7 @@ from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _policy, _tags
 from opensandbox_provider.sandbox._errors import status_of, translate, translated
-from opensandbox_provider.sandbox._events import EventParser
+from opensandbox_provider.sandbox._events import BoundedTail, EventParser
 from opensandbox_provider.sandbox._http import EXECD_PORT, SandboxHttp, read_at_most
 from opensandbox_provider.sandbox._lease import Leases
 from opensandbox_provider.sandbox._stream import run_streamed
@@ -431,15 +431,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # signal as -1; only the clock tells a deadline from a command killed by a signal.
         timed_out = ending is not None and ending.exit_code == -1 and elapsed >= applied
         log.info(
-            "Sandbox %s: %r %s in %.2fs (stdout %d bytes%s, stderr %d bytes%s).",
+            "Sandbox %s: %r %s in %.2fs (stdout %s; stderr %s).",
             sandbox,
             _shortened(command),
             f"timed out after {applied:g}s" if timed_out else f"exited {exit_code}",
             elapsed,
-            parser.stdout.total,
-            ", truncated" if parser.stdout.truncated else "",
-            parser.stderr.total,
-            ", truncated" if parser.stderr.truncated else "",
+            _amount(parser.stdout),
+            _amount(parser.stderr),
         )
         return SandboxExecResult(
             exit_code=exit_code,
@@ -832,6 +830,15 @@ def _monotonic(expires_at: datetime | None) -> float | None:
         expires_at = expires_at.replace(tzinfo=UTC)
     left = (expires_at - datetime.now(UTC)).total_seconds()
     return time.monotonic() + left if math.isfinite(left) else None
+
+
+def _amount(tail: BoundedTail) -> str:
+    """How much a stream carried and how much of it was kept, for the task log."""
+    if not tail.truncated:
+        return f"{tail.total} bytes"
+    # The text of a line too long to hold is not counted past what reached the tail.
+    carried = f"{tail.total} bytes" if tail.counted else f"over {tail.max_bytes} bytes"
+    return f"{carried}, the last {tail.max_bytes} kept"
 
 
 def _shortened(command: str) -> str:
