@@ -77,7 +77,9 @@ def test_the_worker_holds_only_the_budget_of_a_huge_output(sandbox, plain_server
         env=env,
     )
     assert child.returncode == 0, child.stderr[-2000:]
-    measured = json.loads(child.stdout.strip().splitlines()[-1])
+    # Airflow's logging shares the child's stdout; the measurement is the one JSON line.
+    (line,) = [line for line in child.stdout.splitlines() if line.startswith('{"delta"')]
+    measured = json.loads(line)
     assert measured["exit_code"] == 0
     assert measured["truncated"] and measured["stdout"] == BUDGET
     assert measured["delta"] < LIMIT, f"the worker grew by {measured['delta'] / 2**20:.1f} MiB"
