@@ -16,7 +16,8 @@ class Goal:
     """A target from an issue, checked against the row it belongs to."""
 
     text: str
-    check: Callable[[Row], bool | None]
+    # True or False, None when a value is missing, or a verdict of its own in words.
+    check: Callable[[Row], bool | str | None]
 
 
 @dataclass
@@ -38,7 +39,10 @@ class Row:
         out = []
         for goal in self.goals:
             met = goal.check(self)
-            out.append((goal.text, "n/a" if met is None else "met" if met else "NOT MET"))
+            if isinstance(met, str):
+                out.append((goal.text, met))
+            else:
+                out.append((goal.text, "n/a" if met is None else "met" if met else "NOT MET"))
         return out
 
     def as_dict(self) -> dict:
@@ -63,6 +67,20 @@ def at_least_ratio(versus: str, limit: float) -> Goal:
         return None if ratio is None else ratio >= limit
 
     return Goal(f"ours/{versus} >= {limit:g}", check)
+
+
+def at_least_ratio_under(versus: str, limit: float, ceiling: float) -> Goal:
+    """A ratio goal that this stack can only show when the source is fast enough for it."""
+    plain = at_least_ratio(versus, limit)
+
+    def check(row: Row) -> bool | str | None:
+        met = plain.check(row)
+        other = row.values.get(versus)
+        if met is False and other is not None and ceiling < limit * other:
+            return f"cannot show here: the stand-in emits {ceiling:.1f} MB/s"
+        return met
+
+    return Goal(plain.text, check)
 
 
 def at_most(limit: float, unit: str) -> Goal:

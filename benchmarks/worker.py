@@ -150,6 +150,7 @@ def measure_agents(subject, runs: int) -> dict:
 def main(request: dict) -> None:
     signal.signal(signal.SIGTERM, _on_term)
     logging.getLogger("opensandbox").setLevel(logging.ERROR)
+    logging.getLogger("opensandbox_provider").setLevel(logging.WARNING)
     state = read_state()
     subject = make_subject(
         request["subject"],
