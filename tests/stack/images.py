@@ -33,7 +33,7 @@ class DerivedImage:
     tag: str
     dockerfile: Path
     programs: dict[str, Path]  # name in the build context -> an executable file
-    modules: Path | None = None  # a directory whose Python files the programs import
+    modules: Path | None = None  # a directory of Python files the image runs or builds from
 
     def context_tar(self) -> bytes:
         """The build context, byte-for-byte the same for the same sources (so it can be hashed)."""
@@ -52,10 +52,8 @@ class DerivedImage:
 EXECD = DerivedImage(
     EXECD_IMAGE,
     STACK_SOURCES / "images" / "execd.Dockerfile",
-    {
-        "execd": STACK_SOURCES / "execd" / "execd",
-        "bootstrap.sh": STACK_SOURCES / "execd" / "bootstrap.sh",
-    },
+    {"bootstrap.sh": STACK_SOURCES / "execd" / "bootstrap.sh"},
+    modules=STACK_SOURCES / "execd",
 )
 EGRESS = DerivedImage(
     EGRESS_IMAGE,

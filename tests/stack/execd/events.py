@@ -1,0 +1,110 @@
+"""The command event stream of POST /command: events, their framing and the heartbeat (§3)."""
+
+import threading
+import time
+
+from exchange import Exchange
+from go_encoding import go_json
+from stall import STALL
+
+HEARTBEAT_INTERVAL = 3.0  # §3.7
+
+# §3.1: the headers execd commits with the first event.
+EVENT_STREAM_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "Connection": "keep-alive",
+    "X-Accel-Buffering": "no",
+}
+
+
+def stream_event(
+    kind: str, *, text: str = "", execution_time: int = 0, error: dict | None = None
+) -> dict:
+    """§3.2: Go's ServerStreamEvent, keys in its field order, zero values omitted (omitempty)."""
+    event = {"type": kind}
+    if text:
+        event["text"] = text
+    if execution_time:
+        event["execution_time"] = execution_time
+    event["timestamp"] = time.time_ns() // 1_000_000  # §3.2: Unix milliseconds
+    if error:
+        event["error"] = error
+    return event
+
+
+def error_event(value: str, text: str) -> dict:
+    """§3.6: ename is always CommandExecError; ename, evalue and traceback are never omitted."""
+    return stream_event(
+        "error", error={"ename": "CommandExecError", "evalue": value, "traceback": [text]}
+    )
+
+
+class EventStream:
+    """§3.1: one /command response: frames of compact JSON plus "\\n\\n" on a chunked 200 body."""
+
+    def __init__(self, exchange: Exchange):
+        self._exchange = exchange
+        self._lock = threading.Lock()  # execd serializes writes with a mutex
+        self._committed = False
+        self._client_gone = False
+        self._events_sent = 0
+
+    def send(self, event: dict) -> None:
+        with self._lock:
+            if STALL.lets_through(event["type"], self._events_sent):
+                self._events_sent += 1
+                self._write(go_json(event) + b"\n\n")
+
+    def append_raw(self, body: bytes) -> None:
+        """§3.3: a failure after init is appended raw to the 200 stream, without "\\n\\n"."""
+        with self._lock:
+            self._write(body)
+
+    def _write(self, payload: bytes) -> None:
+        # §3.7: once the client is gone nothing is written, but the command is not disturbed.
+        if self._client_gone:
+            return
+        try:
+            if not self._committed:
+                # §3.1: headers are committed lazily, so a failure before the first event can
+                # still be answered as a plain JSON error.
+                self._exchange.start_chunked(200, EVENT_STREAM_HEADERS)
+                self._committed = True
+            self._exchange.write_chunk(payload)
+        except OSError:
+            self._client_gone = True
+
+    def end(self) -> None:
+        if STALL.active:
+            # Test-only: a stalled stream never ends; the client has to give up on it.
+            self._exchange.wait_for_client_to_hang_up()
+            self._exchange.close_connection()
+            return
+        with self._lock:
+            if self._client_gone:
+                self._exchange.close_connection()
+                return
+            try:
+                self._exchange.end_chunked()
+            except OSError:
+                self._exchange.close_connection()
+
+
+class Heartbeat:
+    """§3.7: a ping right after init, then every 3 s, until the handler returns."""
+
+    def __init__(self, stream: EventStream):
+        self._stream = stream
+        self._stopped = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            self._stream.send(stream_event("ping", text="pong"))
+            self._stopped.wait(HEARTBEAT_INTERVAL)
+
+    def stop(self) -> None:
+        self._stopped.set()

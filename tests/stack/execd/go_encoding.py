@@ -1,0 +1,81 @@
+"""Go's encodings: what execd's JSON, strings, times, numbers and errors look like on the wire."""
+
+import codecs
+import json
+import os
+import re
+from datetime import datetime
+
+_GO_JSON_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+# §3.6: Go's names for signals, as in an *exec.ExitError's text ("signal: killed").
+# fmt: off
+GO_SIGNAL_NAMES = {
+    1: "hangup", 2: "interrupt", 3: "quit", 4: "illegal instruction", 5: "trace/breakpoint trap",
+    6: "aborted", 7: "bus error", 8: "floating point exception", 9: "killed",
+    10: "user defined signal 1", 11: "segmentation fault", 12: "user defined signal 2",
+    13: "broken pipe", 14: "alarm clock", 15: "terminated", 16: "stack fault",
+    17: "child exited", 18: "continued", 19: "stopped (signal)", 20: "stopped",
+    21: "stopped (tty input)", 22: "stopped (tty output)", 23: "urgent I/O condition",
+    24: "CPU time limit exceeded", 25: "file size limit exceeded", 26: "virtual timer expired",
+    27: "profiling timer expired", 28: "window changed", 29: "I/O possible",
+    30: "power failure", 31: "bad system call",
+}
+# fmt: on
+
+
+def go_json(value) -> bytes:
+    """§3.1: Go's json.Marshal: compact, raw UTF-8, with <, >, &, U+2028 and U+2029 escaped."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return re.sub("[<>&\u2028\u2029]", lambda match: _GO_JSON_ESCAPES[match.group()], text).encode()
+
+
+def _one_replacement_per_byte(error: UnicodeDecodeError):
+    return "\ufffd" * (error.end - error.start), error.end
+
+
+codecs.register_error("go-replace", _one_replacement_per_byte)
+
+
+def go_string(data: bytes) -> str:
+    """§3.1: Go's JSON encoder turns every invalid UTF-8 byte into its own U+FFFD."""
+    return data.decode("utf-8", "go-replace")
+
+
+def go_time(nanoseconds: int) -> str:
+    """§1.6: a Go time.Time in JSON: RFC 3339, nanoseconds without trailing zeros, local zone."""
+    seconds, fraction = divmod(nanoseconds, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds).astimezone()
+    offset = moment.strftime("%z")
+    zone = "Z" if offset in ("+0000", "-0000") else f"{offset[:3]}:{offset[3:]}"
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{fraction:09d}".rstrip("0").rstrip(".") + zone
+
+
+def go_parse_int(text: str) -> int | None:
+    """Go's strconv.ParseInt(text, 10, 64): an optional sign and decimal digits, nothing else."""
+    return int(text) if re.fullmatch(r"[+-]?[0-9]+", text) and abs(int(text)) < 2**63 else None
+
+
+def go_errno_text(error: OSError) -> str:
+    """Go's text for an errno: the C library's, lower-cased ("no such file or directory")."""
+    text = os.strerror(error.errno) if error.errno else str(error)
+    return text[:1].lower() + text[1:]
+
+
+def go_path_error(operation: str, path: str, error: OSError) -> str:
+    """Go's *fs.PathError text: "stat /x: no such file or directory"."""
+    return f"{operation} {path}: {go_errno_text(error)}"
+
+
+def exit_outcome(returncode: int) -> tuple[int, str]:
+    """§3.6: Go's ExitCode() (-1 for a signal) and error text ("exit status 3")."""
+    if returncode < 0:
+        number = -returncode
+        return -1, "signal: " + GO_SIGNAL_NAMES.get(number, f"signal {number}")
+    return returncode, f"exit status {returncode}"

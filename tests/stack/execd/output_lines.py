@@ -1,0 +1,83 @@
+"""A foreground command's output files become line events (§3.4)."""
+
+import re
+import threading
+
+from events import EventStream, stream_event
+from go_encoding import go_string
+
+OUTPUT_POLL_INTERVAL = 0.1  # §3.4: each output file is polled on a 100 ms ticker.
+# A command can write far more than it is wise to hold at once, so output is read in blocks.
+OUTPUT_READ_BLOCK = 1 << 20
+
+_LINE_TERMINATOR = re.compile(rb"[\r\n]")
+
+
+class LineSplitter:
+    """§3.4: execd's readFromPos. CR, LF and CRLF each end a line, which is emitted without its
+    terminator; a terminator with nothing before it is a blank line, emitted as "\\n"; the LF of a
+    CRLF is swallowed even when the pair is split between two polls; an unfinished line is held
+    until its terminator arrives or the process exits."""
+
+    def __init__(self):
+        self._pending = bytearray()
+        self._after_cr = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        lines = []
+        start = 0
+        for match in _LINE_TERMINATOR.finditer(data):
+            terminator = data[match.start()]
+            self._pending += data[start : match.start()]
+            if self._pending:
+                lines.append(bytes(self._pending))
+                self._pending.clear()
+            elif not (terminator == ord("\n") and self._after_cr):
+                lines.append(b"\n")
+            self._after_cr = terminator == ord("\r")
+            start = match.end()
+        if start < len(data):
+            self._pending += data[start:]
+            self._after_cr = False
+        return lines
+
+    def flush(self) -> list[bytes]:
+        """§3.4: at exit an unfinished last line is emitted as it is."""
+        rest = bytes(self._pending)
+        self._pending.clear()
+        return [rest] if rest else []
+
+
+class OutputTailer:
+    """§3.4: polls one output file every 100 ms and emits each complete line as an event; a final
+    read after the process has exited flushes the rest."""
+
+    def __init__(self, path: str, kind: str, stream: EventStream):
+        self._path = path
+        self._kind = kind
+        self._stream = stream
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        splitter = LineSplitter()
+        with open(self._path, "rb") as output:
+            while not self._done.wait(OUTPUT_POLL_INTERVAL):
+                self._emit_new_lines(output, splitter)
+            self._emit_new_lines(output, splitter)
+            self._emit(splitter.flush())
+
+    def _emit_new_lines(self, output, splitter: LineSplitter) -> None:
+        while block := output.read(OUTPUT_READ_BLOCK):
+            self._emit(splitter.feed(block))
+
+    def _emit(self, lines: list[bytes]) -> None:
+        for line in lines:
+            self._stream.send(stream_event(self._kind, text=go_string(line)))
