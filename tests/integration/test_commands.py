@@ -53,12 +53,12 @@ def test_a_line_far_longer_than_the_budget_is_bounded_too(sandbox) -> None:
 
 
 def test_a_deadline_is_enforced_by_execd_and_the_sandbox_survives_it(sandbox) -> None:
-    sandbox.run("echo kept > /tmp/before-the-deadline")
+    sandbox.run("echo kept > /srv/before-the-deadline")
     result = sandbox.run("sleep 60", timeout=5)
     assert (result.timed_out, result.exit_code, result.sandbox_terminated) == (True, -1, False)
     assert result.stderr == "signal: killed\n"
     assert result.applied_timeout is None
-    assert sandbox.run("cat /tmp/before-the-deadline").stdout == "kept\n"
+    assert sandbox.run("cat /srv/before-the-deadline").stdout == "kept\n"
 
 
 def test_a_signal_is_not_a_timeout(sandbox) -> None:
@@ -134,9 +134,9 @@ def test_reconnecting_is_not_charged_to_the_command(sandbox, backend_on, plain_s
 def test_another_backend_instance_reaches_the_sandbox_by_its_handle(
     sandbox, backend_on, plain_server
 ):
-    sandbox.run("echo from the creator > /tmp/shared")
+    sandbox.run("echo from the creator > /srv/shared")
     other = backend_on(plain_server)
-    result = other.run_command(sandbox.handle, "cat /tmp/shared", timeout=10, max_output_bytes=100)
+    result = other.run_command(sandbox.handle, "cat /srv/shared", timeout=10, max_output_bytes=100)
     assert result.stdout == "from the creator\n"
 
 

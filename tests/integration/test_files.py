@@ -17,12 +17,12 @@ EVERY_BYTE = bytes(range(256)) * 4
 
 
 def test_a_write_creates_its_parent_directories_and_reads_back_byte_for_byte(sandbox) -> None:
-    sandbox.backend.write_file(sandbox.handle, "/tmp/deep/er/still/data.bin", EVERY_BYTE)
+    sandbox.backend.write_file(sandbox.handle, "/srv/deep/er/still/data.bin", EVERY_BYTE)
     assert (
-        sandbox.backend.read_file(sandbox.handle, "/tmp/deep/er/still/data.bin", max_bytes=4096)
+        sandbox.backend.read_file(sandbox.handle, "/srv/deep/er/still/data.bin", max_bytes=4096)
         == EVERY_BYTE
     )
-    assert sandbox.run("stat -c %s /tmp/deep/er/still/data.bin").stdout == "1024\n"
+    assert sandbox.run("stat -c %s /srv/deep/er/still/data.bin").stdout == "1024\n"
 
 
 def test_a_relative_path_resolves_where_commands_run(sandbox) -> None:
@@ -34,34 +34,34 @@ def test_a_relative_path_resolves_where_commands_run(sandbox) -> None:
 
 
 def test_a_write_replaces_what_was_there(sandbox) -> None:
-    sandbox.backend.write_file(sandbox.handle, "/tmp/f", b"a much longer first version\n")
-    sandbox.backend.write_file(sandbox.handle, "/tmp/f", b"short\n")
-    assert sandbox.backend.read_file(sandbox.handle, "/tmp/f", max_bytes=100) == b"short\n"
+    sandbox.backend.write_file(sandbox.handle, "/srv/f", b"a much longer first version\n")
+    sandbox.backend.write_file(sandbox.handle, "/srv/f", b"short\n")
+    assert sandbox.backend.read_file(sandbox.handle, "/srv/f", max_bytes=100) == b"short\n"
 
 
 def test_an_oversized_read_reports_the_files_real_size_without_transferring_it(sandbox) -> None:
-    sandbox.run("head -c 10485760 /dev/zero > /tmp/big")
+    sandbox.run("head -c 10485760 /dev/zero > /srv/big")
     with pytest.raises(SandboxFileTooLargeError) as raised:
-        sandbox.backend.read_file(sandbox.handle, "/tmp/big", max_bytes=1000)
+        sandbox.backend.read_file(sandbox.handle, "/srv/big", max_bytes=1000)
     assert (raised.value.size_bytes, raised.value.max_bytes) == (10485760, 1000)
 
 
 def test_a_read_through_a_symlink_is_bounded_by_what_arrives(sandbox) -> None:
-    sandbox.run("head -c 5000 /dev/zero > /tmp/target && ln -s /tmp/target /tmp/link")
+    sandbox.run("head -c 5000 /dev/zero > /srv/target && ln -s /srv/target /srv/link")
     with pytest.raises(SandboxFileTooLargeError) as raised:
-        sandbox.backend.read_file(sandbox.handle, "/tmp/link", max_bytes=100)
+        sandbox.backend.read_file(sandbox.handle, "/srv/link", max_bytes=100)
     assert raised.value.size_bytes >= 101
-    assert sandbox.backend.read_file(sandbox.handle, "/tmp/link", max_bytes=5000) == bytes(5000)
+    assert sandbox.backend.read_file(sandbox.handle, "/srv/link", max_bytes=5000) == bytes(5000)
 
 
 def test_a_file_of_exactly_the_budget_is_read_whole(sandbox) -> None:
-    sandbox.backend.write_file(sandbox.handle, "/tmp/exact", b"x" * 100)
-    assert sandbox.backend.read_file(sandbox.handle, "/tmp/exact", max_bytes=100) == b"x" * 100
+    sandbox.backend.write_file(sandbox.handle, "/srv/exact", b"x" * 100)
+    assert sandbox.backend.read_file(sandbox.handle, "/srv/exact", max_bytes=100) == b"x" * 100
 
 
 def test_an_empty_file_reads_as_empty(sandbox) -> None:
-    sandbox.run("touch /tmp/empty")
-    assert sandbox.backend.read_file(sandbox.handle, "/tmp/empty", max_bytes=10) == b""
+    sandbox.run("touch /srv/empty")
+    assert sandbox.backend.read_file(sandbox.handle, "/srv/empty", max_bytes=10) == b""
 
 
 @pytest.mark.parametrize("operation", ["read", "list", "export"])
@@ -79,20 +79,20 @@ def test_a_missing_path_is_a_mistake_the_model_can_fix(sandbox, operation: str) 
 
 def test_reading_a_directory_points_at_listing_it(sandbox) -> None:
     with pytest.raises(SandboxError, match="list_directory"):
-        sandbox.backend.read_file(sandbox.handle, "/tmp", max_bytes=10)
+        sandbox.backend.read_file(sandbox.handle, "/srv", max_bytes=10)
 
 
 def test_listing_a_file_is_a_mistake_the_model_can_fix(sandbox) -> None:
-    sandbox.run("touch /tmp/plain")
+    sandbox.run("touch /srv/plain")
     with pytest.raises(SandboxError, match="not a directory"):
-        sandbox.backend.list_directory(sandbox.handle, "/tmp/plain")
+        sandbox.backend.list_directory(sandbox.handle, "/srv/plain")
 
 
 def test_a_listing_names_entries_and_marks_directories(sandbox) -> None:
     sandbox.run(
-        "mkdir -p /tmp/l/sub && touch /tmp/l/a.txt '/tmp/l/with space' && ln -s a.txt /tmp/l/link"
+        "mkdir -p /srv/l/sub && touch /srv/l/a.txt '/srv/l/with space' && ln -s a.txt /srv/l/link"
     )
-    assert sorted(sandbox.backend.list_directory(sandbox.handle, "/tmp/l")) == [
+    assert sorted(sandbox.backend.list_directory(sandbox.handle, "/srv/l")) == [
         ("a.txt", False),
         ("link", False),
         ("sub", True),
@@ -102,57 +102,57 @@ def test_a_listing_names_entries_and_marks_directories(sandbox) -> None:
 
 def test_a_listing_past_the_cap_tells_the_model_to_narrow_it(sandbox) -> None:
     sandbox.run(
-        f"mkdir /tmp/many && cd /tmp/many && seq 1 {MAX_LIST_ENTRIES + 1} | xargs touch",
+        f"mkdir /srv/many && cd /srv/many && seq 1 {MAX_LIST_ENTRIES + 1} | xargs touch",
         timeout=120,
     )
     with pytest.raises(SandboxError, match=f"more than {MAX_LIST_ENTRIES} entries") as raised:
-        sandbox.backend.list_directory(sandbox.handle, "/tmp/many")
+        sandbox.backend.list_directory(sandbox.handle, "/srv/many")
     assert "List a subdirectory" in str(raised.value)
-    sandbox.run("rm /tmp/many/1")
-    assert len(sandbox.backend.list_directory(sandbox.handle, "/tmp/many")) == MAX_LIST_ENTRIES
+    sandbox.run("rm /srv/many/1")
+    assert len(sandbox.backend.list_directory(sandbox.handle, "/srv/many")) == MAX_LIST_ENTRIES
 
 
 def test_an_export_streams_the_file_out_whole(sandbox) -> None:
-    sandbox.run("head -c 3000000 /dev/urandom > /tmp/export.bin")
-    expected = sandbox.backend.read_file(sandbox.handle, "/tmp/export.bin", max_bytes=3000000)
+    sandbox.run("head -c 3000000 /dev/urandom > /srv/export.bin")
+    expected = sandbox.backend.read_file(sandbox.handle, "/srv/export.bin", max_bytes=3000000)
     dest = io.BytesIO()
-    written = sandbox.backend.export_file(sandbox.handle, "/tmp/export.bin", dest, max_bytes=10**9)
+    written = sandbox.backend.export_file(sandbox.handle, "/srv/export.bin", dest, max_bytes=10**9)
     assert written == 3000000
     assert dest.getvalue() == expected
 
 
 def test_an_oversized_export_is_refused_with_the_real_size(sandbox) -> None:
-    sandbox.run("head -c 5000 /dev/zero > /tmp/export-big")
+    sandbox.run("head -c 5000 /dev/zero > /srv/export-big")
     dest = io.BytesIO()
     with pytest.raises(SandboxFileTooLargeError) as raised:
-        sandbox.backend.export_file(sandbox.handle, "/tmp/export-big", dest, max_bytes=4999)
+        sandbox.backend.export_file(sandbox.handle, "/srv/export-big", dest, max_bytes=4999)
     assert raised.value.size_bytes == 5000
     assert dest.getvalue() == b""
 
 
 def test_exporting_a_directory_is_refused(sandbox) -> None:
     with pytest.raises(SandboxError, match="is a directory"):
-        sandbox.backend.export_file(sandbox.handle, "/tmp", io.BytesIO(), max_bytes=100)
+        sandbox.backend.export_file(sandbox.handle, "/srv", io.BytesIO(), max_bytes=100)
 
 
 def test_an_export_of_a_file_still_being_written_is_refused(sandbox) -> None:
     # A process left running in the sandbox keeps appending, so the copy cannot match the
     # size the file had when the export began.
     sandbox.run(
-        "sh -c 'while true; do head -c 65536 /dev/zero; done > /tmp/growing' >/dev/null 2>&1 &"
+        "sh -c 'while true; do head -c 65536 /dev/zero; done > /srv/growing' >/dev/null 2>&1 &"
     )
     with pytest.raises(SandboxError, match="changed while it was exported|over the"):
-        sandbox.backend.export_file(sandbox.handle, "/tmp/growing", io.BytesIO(), max_bytes=10**9)
+        sandbox.backend.export_file(sandbox.handle, "/srv/growing", io.BytesIO(), max_bytes=10**9)
 
 
 def test_file_operations_on_a_sandbox_that_is_gone_are_terminal(
     sandbox, backend_on, plain_server
 ) -> None:
-    sandbox.backend.write_file(sandbox.handle, "/tmp/f", b"x")
+    sandbox.backend.write_file(sandbox.handle, "/srv/f", b"x")
     stale = backend_on(plain_server)
     stale.run_command(sandbox.handle, "true", timeout=10, max_output_bytes=10)  # reconnected
     sandbox.backend.destroy(sandbox.handle)
     with pytest.raises(SandboxTerminalError, match="no longer exists"):
-        stale.read_file(sandbox.handle, "/tmp/f", max_bytes=10)
+        stale.read_file(sandbox.handle, "/srv/f", max_bytes=10)
     with pytest.raises(SandboxTerminalError):
         stale.run_command(sandbox.handle, "true", timeout=10, max_output_bytes=10)

@@ -138,11 +138,11 @@ def test_a_single_long_line_is_bounded(open_sandbox, kind, record_property) -> N
 
 
 def test_a_deadline_is_enforced_and_the_sandbox_survives(open_sandbox) -> None:
-    run(open_sandbox, "echo kept > /tmp/kept")
+    run(open_sandbox, "echo kept > /srv/kept")
     result = run(open_sandbox, "sleep 60", timeout=5)
     assert (result.timed_out, result.exit_code, result.sandbox_terminated) == (True, -1, False)
     assert "signal: killed" in result.stderr
-    assert run(open_sandbox, "cat /tmp/kept").stdout == "kept\n"
+    assert run(open_sandbox, "cat /srv/kept").stdout == "kept\n"
 
 
 def test_a_signal_is_not_a_timeout(open_sandbox) -> None:
@@ -209,16 +209,16 @@ def test_a_silent_stream(sandbox_for, plain_server, kind, record_property) -> No
 
 def test_files_round_trip_with_parents_created(open_sandbox) -> None:
     backend, handle = open_sandbox
-    backend.write_file(handle, "/tmp/a/b/c.bin", bytes(range(256)))
-    assert backend.read_file(handle, "/tmp/a/b/c.bin", max_bytes=256) == bytes(range(256))
-    assert backend.list_directory(handle, "/tmp/a") == [("b", True)]
+    backend.write_file(handle, "/srv/a/b/c.bin", bytes(range(256)))
+    assert backend.read_file(handle, "/srv/a/b/c.bin", max_bytes=256) == bytes(range(256))
+    assert backend.list_directory(handle, "/srv/a") == [("b", True)]
 
 
 def test_an_oversized_read_reports_the_real_size(open_sandbox) -> None:
     backend, handle = open_sandbox
-    run(open_sandbox, "head -c 100000 /dev/zero > /tmp/big")
+    run(open_sandbox, "head -c 100000 /dev/zero > /srv/big")
     with pytest.raises(SandboxFileTooLargeError) as raised:
-        backend.read_file(handle, "/tmp/big", max_bytes=10)
+        backend.read_file(handle, "/srv/big", max_bytes=10)
     assert raised.value.size_bytes == 100000
 
 
@@ -232,7 +232,7 @@ def test_a_missing_path_is_recoverable(open_sandbox) -> None:
 def test_reading_a_directory(open_sandbox, kind, record_property) -> None:
     backend, handle = open_sandbox
     with pytest.raises(SandboxError) as raised:
-        backend.read_file(handle, "/tmp", max_bytes=100)
+        backend.read_file(handle, "/srv", max_bytes=100)
     assert type(raised.value) is differs(
         kind,
         record_property,
@@ -245,17 +245,17 @@ def test_reading_a_directory(open_sandbox, kind, record_property) -> None:
 
 def test_a_listing_past_the_cap_is_refused_with_guidance(open_sandbox) -> None:
     backend, handle = open_sandbox
-    run(open_sandbox, "mkdir /tmp/many && cd /tmp/many && seq 1 10001 | xargs touch", timeout=120)
+    run(open_sandbox, "mkdir /srv/many && cd /srv/many && seq 1 10001 | xargs touch", timeout=120)
     with pytest.raises(SandboxError, match="10000"):
-        backend.list_directory(handle, "/tmp/many")
+        backend.list_directory(handle, "/srv/many")
 
 
 def test_an_export_streams_the_file(open_sandbox) -> None:
     backend, handle = open_sandbox
-    run(open_sandbox, "head -c 1000000 /dev/urandom > /tmp/out.bin")
+    run(open_sandbox, "head -c 1000000 /dev/urandom > /srv/out.bin")
     dest = io.BytesIO()
-    assert backend.export_file(handle, "/tmp/out.bin", dest, max_bytes=10**9) == 1000000
-    assert dest.getvalue() == backend.read_file(handle, "/tmp/out.bin", max_bytes=1000000)
+    assert backend.export_file(handle, "/srv/out.bin", dest, max_bytes=10**9) == 1000000
+    assert dest.getvalue() == backend.read_file(handle, "/srv/out.bin", max_bytes=1000000)
 
 
 # --- Egress ------------------------------------------------------------------------------
