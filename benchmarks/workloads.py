@@ -36,7 +36,7 @@ def no_newline_command(size: int) -> str:
 EXPORT_BYTES = 256 * MIB
 # Exports of the same file, back to back: the median rate, and the highest peak RSS.
 EXPORT_RUNS = 5
-EXPORT_PATH = "/tmp/bench-export.bin"
+EXPORT_PATH = "/srv/bench-export.bin"
 MAKE_EXPORT_FILE = f"head -c {EXPORT_BYTES} /dev/urandom > {EXPORT_PATH}"
 
 AGENT_RUNS = 16

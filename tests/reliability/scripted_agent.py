@@ -12,7 +12,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-WORKDIR = "/tmp/agent"
+WORKDIR = "/srv/agent"
 PROGRAM = f"{WORKDIR}/hello.py"
 
 

@@ -19,7 +19,7 @@ import pytest
 from airflow.providers.common.ai.sandbox import SandboxError, SandboxTerminalError
 from tests.reliability.conftest import OPEN, assert_key_hidden, assert_no_container
 
-BASE = "/tmp/hostile"
+BASE = "/srv/hostile"
 CAP = 50 * 1024
 BIG_WRITE = 100 * 1024 * 1024
 
@@ -60,7 +60,10 @@ def test_awkward_path_survives_write_read_list_and_export(sandbox, directory, na
     assert (name, False) in backend.list_directory(handle, f"{BASE}/{directory}")
     assert _export(backend, handle, path) == content
     pwned = backend.run_command(
-        handle, "ls / /tmp | grep -c pwned", timeout=30, max_output_bytes=CAP
+        handle,
+        "find / -xdev -maxdepth 4 -name pwned 2>/dev/null | wc -l",
+        timeout=30,
+        max_output_bytes=CAP,
     )
     assert pwned.stdout.strip() == "0", "a file name was run as a shell command"
 
