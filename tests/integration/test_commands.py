@@ -15,7 +15,7 @@ from opensandbox_provider.sandbox import _stream
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 # The execd stand-in's test switch: set in a sandbox's environment at creation, it makes the
-# command stream stall (see the header of tests/stack/execd/execd).
+# command stream stall (see the header of tests/stack/execd/__main__.py).
 STALL = "OPENSANDBOX_TEST_STALL"
 
 

@@ -31,7 +31,7 @@ from tests.stack.state import ServerInfo
 from opensandbox_provider.sandbox import OpenSandboxBackend
 
 KINDS = {"ours": OpenSandboxBackend, "builtin": BuiltInBackend}
-STALL = "OPENSANDBOX_TEST_STALL"  # the execd stand-in's test switch (tests/stack/execd/execd)
+STALL = "OPENSANDBOX_TEST_STALL"  # the execd stand-in's test switch (tests/stack/execd/__main__.py)
 
 
 @pytest.fixture(params=list(KINDS))
