@@ -57,11 +57,17 @@ class Child:
                 self.process.kill()
                 stdout, _ = self.process.communicate()
             outcome = {"error": f"gave up after {self.seconds:g} s"}
-        for line in stdout.decode(errors="replace").splitlines():
-            try:
-                lines.append(json.loads(line))
-            except ValueError:
-                continue
+        with self.log_path.open("a") as log:
+            for line in stdout.decode(errors="replace").splitlines():
+                try:
+                    parsed = json.loads(line)
+                except ValueError:
+                    parsed = None
+                if isinstance(parsed, dict):
+                    lines.append(parsed)
+                else:
+                    # Airflow's logging writes to stdout; it belongs with the rest of the log.
+                    log.write(line + "\n")
         results = [line["result"] for line in lines if "result" in line]
         if results and outcome is None:
             return results[0]
