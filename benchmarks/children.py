@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.reliability.cleanup import destroy_directly
 from tests.stack.state import read_state
 
 # A runaway subject gets a MemoryError instead of pushing the machine into swap; far above
@@ -75,28 +76,9 @@ class Child:
         if outcome is None:
             status = self.process.returncode
             outcome = {"error": f"the worker exited with status {status}; see {self.log_path}"}
-        _destroy(sandboxes)
+        destroy_directly(read_state().servers["plain"], sandboxes)
         outcome["destroyed_after_worker"] = sandboxes
         return outcome
-
-
-def _destroy(sandboxes: list[str]) -> None:
-    """Destroys what a worker that did not finish left behind; an already-gone sandbox is fine."""
-    if not sandboxes:
-        return
-    from opensandbox.exceptions import SandboxApiException
-    from opensandbox.sync.manager import SandboxManagerSync
-
-    manager = SandboxManagerSync.create(read_state().servers["plain"].connection_config())
-    try:
-        for sandbox in sandboxes:
-            try:
-                manager.kill_sandbox(sandbox)
-            except SandboxApiException as error:
-                if error.status_code != 404:
-                    raise
-    finally:
-        manager.close()
 
 
 def run(request: dict, seconds: float, log_dir: Path) -> dict:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
 
 T = TypeVar("T")
+CAP = 50 * 1024
+# How long a long command may take to appear in the container's process list.
+START_SECONDS = 30.0
 
 
 class Pending:
@@ -46,3 +51,23 @@ class Pending:
 
 def within(deadline: float, what: str, call: Callable[[], T]) -> T:
     return Pending(call).result(deadline, what)
+
+
+def long_command(backend, handle: str, seconds: int, container: str) -> Pending:
+    """``sleep`` then ``echo finished`` on its way, returned once the engine shows it running.
+
+    Seen from the engine rather than from execd, so a fault injected next lands mid-command and
+    not before the command has started.
+    """
+    running = Pending(
+        lambda: backend.run_command(
+            handle, f"sleep {seconds}; echo finished", timeout=seconds + 60, max_output_bytes=CAP
+        )
+    )
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        top = subprocess.run(["docker", "top", container], capture_output=True, text=True)
+        if f"sleep {seconds}" in top.stdout:
+            return running
+        time.sleep(0.2)
+    pytest.fail(f"`sleep {seconds}` never started in sandbox {handle}")

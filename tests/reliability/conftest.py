@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxSpec
+from tests.reliability.cleanup import destroy_directly
 from tests.reliability.faultproxy import FaultProxy
 from tests.reliability.own_server import OwnServer
 from tests.stack.state import ServerInfo, StackState
@@ -98,22 +99,6 @@ def sandboxes(plain_server: ServerInfo) -> Iterator[list[str]]:
     made: list[str] = []
     yield made
     destroy_directly(plain_server, made)
-
-
-def destroy_directly(server: ServerInfo, sandboxes: list[str]) -> None:
-    from opensandbox.exceptions import SandboxApiException
-    from opensandbox.sync.manager import SandboxManagerSync
-
-    manager = SandboxManagerSync.create(server.connection_config())
-    try:
-        for sandbox in sandboxes:
-            try:
-                manager.kill_sandbox(sandbox)
-            except SandboxApiException as error:
-                if error.status_code != 404:
-                    raise
-    finally:
-        manager.close()
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.reliability.conftest import assert_no_container, destroy_directly
+from tests.reliability.cleanup import destroy_directly
+from tests.reliability.conftest import assert_no_container
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = Path(__file__).resolve().parent / "dags"

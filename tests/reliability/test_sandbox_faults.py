@@ -12,11 +12,10 @@ missing heartbeats, for one that keeps sending heartbeats from the budget-plus-g
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxSpec, SandboxTerminalError
-from tests.reliability.bounded import Pending, within
+from tests.reliability.bounded import long_command, within
 from tests.reliability.conftest import assert_key_hidden, assert_no_container, containers_of
 
 CAP = 50 * 1024
@@ -26,21 +25,6 @@ SLACK = 60.0
 STALL_VARIABLE = "OPENSANDBOX_TEST_STALL"  # the execd stand-in's test switch
 
 
-def _wait_for_process(backend, handle: str, pattern: str) -> None:
-    """Until the command is running in the container, seen from the engine, not from execd."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        top = subprocess.run(
-            ["docker", "top", containers_of(handle)[0]],
-            capture_output=True,
-            text=True,
-        )
-        if pattern in top.stdout:
-            return
-        time.sleep(0.2)
-    pytest.fail(f"the command {pattern!r} never started in sandbox {handle}")
-
-
 @pytest.mark.parametrize("use_server_proxy", [False, True], ids=["direct", "through-server"])
 def test_container_killed_mid_command_reports_the_sandbox_gone(
     make_backend, plain_server, sandboxes, caplog, use_server_proxy
@@ -48,15 +32,11 @@ def test_container_killed_mid_command_reports_the_sandbox_gone(
     backend = make_backend(plain_server, use_server_proxy=use_server_proxy)
     handle = backend.create(spec=SandboxSpec(block_network=False))
     sandboxes.append(handle)
-    running = Pending(
-        lambda: backend.run_command(
-            handle, "sleep 77; echo finished", timeout=120, max_output_bytes=CAP
-        )
-    )
-    _wait_for_process(backend, handle, "sleep 77")
+    container = containers_of(handle)[0]
+    running = long_command(backend, handle, 77, container)
 
-    subprocess.run(["docker", "kill", containers_of(handle)[0]], check=True, capture_output=True)
-    result, error = running.outcome(120 + GRACE + SLACK, "run_command on a killed container")
+    subprocess.run(["docker", "kill", container], check=True, capture_output=True)
+    result, error = running.outcome(137 + GRACE + SLACK, "run_command on a killed container")
 
     if error is not None:
         assert isinstance(error, SandboxTerminalError), f"{type(error).__name__}: {error}"

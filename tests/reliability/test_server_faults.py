@@ -17,12 +17,13 @@ import secrets
 
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxError, SandboxTerminalError
-from tests.reliability.bounded import Pending, within
+from tests.reliability.bounded import long_command, within
+from tests.reliability.cleanup import destroy_directly
 from tests.reliability.conftest import (
     OPEN,
     assert_key_hidden,
     assert_no_container,
-    destroy_directly,
+    containers_of,
 )
 from tests.stack.state import ServerInfo
 
@@ -46,11 +47,7 @@ def test_server_killed_mid_command_does_not_disturb_a_direct_stream(
     backend = make_backend(own_server.info, **DIRECT)
     handle = backend.create(spec=OPEN)
     own_sandboxes.append(handle)
-    running = Pending(
-        lambda: backend.run_command(
-            handle, "sleep 3; echo finished", timeout=60, max_output_bytes=CAP
-        )
-    )
+    running = long_command(backend, handle, 3, containers_of(handle)[0])
 
     own_server.kill()
     result = running.result(DEADLINE, "run_command while the server was killed")
@@ -71,17 +68,7 @@ def test_server_killed_mid_command_through_the_server_is_terminal(
     backend = make_backend(own_server.info, **THROUGH_SERVER)
     handle = backend.create(spec=OPEN)
     own_sandboxes.append(handle)
-    running = Pending(
-        lambda: backend.run_command(
-            handle, "sleep 5; echo finished", timeout=60, max_output_bytes=CAP
-        )
-    )
-    # Let the stream open before the server goes.
-    within(
-        DEADLINE,
-        "a command beside the long one",
-        lambda: backend.run_command(handle, "true", timeout=30, max_output_bytes=CAP),
-    )
+    running = long_command(backend, handle, 5, containers_of(handle)[0])
 
     own_server.kill()
     with pytest.raises(SandboxTerminalError) as lost:
