@@ -71,6 +71,8 @@ DOWNLOAD_CHUNK = 64 * 1024
 # Stamped on every sandbox so an operator on a shared server can find Airflow's with a
 # metadata filter.
 CREATED_BY = {"created-by": "airflow"}
+# Lifecycle states from which a sandbox never runs another command.
+_ENDED_STATES = frozenset({"Stopping", "Terminated", "Failed"})
 # Commands are quoted in the task log up to this length.
 _LOGGED_COMMAND = 120
 
@@ -378,14 +380,15 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         return tags.get(WORKDIR_TAG) if OWNER_TAG in tags else self.workdir
 
     def _gone(self, record: _Sandbox) -> bool:
-        """Whether the server no longer has the sandbox; a failure to ask raises."""
+        """Whether the sandbox no longer exists or can no longer run; a failure to ask raises."""
         try:
-            record.sdk.get_info()
+            info = record.sdk.get_info()
         except Exception as e:
             if status_of(e) == 404:
                 return True
             raise _translated(e, f"check on sandbox {record.sdk.id}") from e
-        return False
+        # A container killed from outside is still listed, as Failed, until it is destroyed.
+        return info.status.state in _ENDED_STATES
 
     # ------------------------------------------------------------------
     # Run a command
@@ -418,6 +421,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if streamed.abandoned is not None:
             return self._abandon(record, streamed.abandoned, parser, applied, requested=timeout)
         if ending is None:
+            # Through the server's proxy a sandbox that dies mid-command looks like a stream
+            # that simply ended; only the server can tell, and a dead sandbox is terminal.
+            if self._gone(record):
+                raise _ended_under_command(record)
             exit_code = -1
             parser.stderr.append(
                 b"The sandbox ended the command's output without saying how it ended.\n"
@@ -460,10 +467,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def _command_failure(self, record: _Sandbox, error: Exception) -> Exception:
         # A transport error may be the sandbox ending under the command; the server knows.
         if status_of(error) is None and not isinstance(error, SandboxError) and self._gone(record):
-            return SandboxTerminalError(
-                f"Sandbox {record.sdk.id} ended while the command ran: it was destroyed or reached "
-                "the end of its lifetime on the server."
-            )
+            return _ended_under_command(record)
         return _translated(error, f"run a command in sandbox {record.sdk.id}")
 
     def _abandon(
@@ -774,6 +778,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 def _translated(error: Exception, doing: str) -> Exception:
     """``error`` as a sandbox error, or as it is when it is not the SDK's."""
     return translate(error, doing) or error
+
+
+def _ended_under_command(record: _Sandbox) -> SandboxTerminalError:
+    return SandboxTerminalError(
+        f"Sandbox {record.sdk.id} ended while the command ran: it was destroyed, killed or "
+        "reached the end of its lifetime on the server."
+    )
 
 
 def _kill(kill: Callable[[], None], sandbox: str) -> None:
