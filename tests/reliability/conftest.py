@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxSpec
+
 from tests.reliability.cleanup import destroy_directly
 from tests.reliability.faultproxy import FaultProxy
 from tests.reliability.own_server import OwnServer

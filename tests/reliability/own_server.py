@@ -7,12 +7,11 @@ killing it by its PID mid-command disturbs no other test's server.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import time
 
-from tests.stack import processes, servers
+from tests.stack import images, processes, servers
 from tests.stack.servers import ServerSpec
 from tests.stack.state import ServerInfo
 
@@ -30,14 +29,7 @@ class OwnServer:
 
     def start(self) -> None:
         """Starts the server, or restarts it when it runs with another key."""
-        config = SPEC.config(self.api_key)
-        fingerprint = hashlib.sha256(config.encode()).hexdigest()[:16]
-        running = processes.find(SPEC.process_name)
-        if running is not None and running.fingerprint == fingerprint:
-            return
-        if running is not None:
-            processes.stop(SPEC.process_name)
-        servers._launch(SPEC, config, fingerprint)
+        servers.ensure_server(SPEC, self.api_key, images.image_id(images.EXECD_IMAGE) or "")
         servers.wait_healthy([SPEC])
 
     def kill(self) -> None:

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tests.reliability.cleanup import destroy_directly
 from tests.reliability.conftest import assert_no_container
 

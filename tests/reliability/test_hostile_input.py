@@ -17,6 +17,7 @@ import socket
 
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxError, SandboxTerminalError
+
 from tests.reliability.conftest import OPEN, assert_key_hidden, assert_no_container
 
 BASE = "/srv/hostile"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from airflow.providers.common.ai.toolsets import SandboxToolset
+
 from tests.reliability.bounded import within
 from tests.reliability.conftest import OPEN, assert_key_hidden, assert_no_container
 from tests.reliability.scripted_agent import scripted_agent, succeeded

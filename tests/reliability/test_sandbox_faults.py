@@ -15,6 +15,7 @@ import subprocess
 
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxSpec, SandboxTerminalError
+
 from tests.reliability.bounded import long_command, within
 from tests.reliability.conftest import assert_key_hidden, assert_no_container, containers_of
 

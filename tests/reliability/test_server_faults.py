@@ -17,6 +17,7 @@ import secrets
 
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxError, SandboxTerminalError
+
 from tests.reliability.bounded import long_command, within
 from tests.reliability.cleanup import destroy_directly
 from tests.reliability.conftest import (

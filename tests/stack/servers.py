@@ -130,16 +130,26 @@ def launch_servers(key: str) -> list[tuple[ServerSpec, bool]]:
     execd_image_id = images.image_id(images.EXECD_IMAGE) or ""
     launched = []
     for spec in SERVERS:
-        config = spec.config(key)
-        fingerprint = _fingerprint(config, execd_image_id)
-        running = processes.find(spec.process_name)
-        if running is not None and running.fingerprint == fingerprint:
-            continue
-        if running is not None:
-            processes.stop(spec.process_name)
-        _launch(spec, config, fingerprint)
-        launched.append((spec, running is not None))
+        restarted = ensure_server(spec, key, execd_image_id)
+        if restarted is not None:
+            launched.append((spec, restarted))
     return launched
+
+
+def ensure_server(spec: ServerSpec, key: str, execd_image_id: str) -> bool | None:
+    """Launches ``spec`` unless it already runs with this key, config and execd image.
+
+    Returns None when it was left running, else whether an older process was stopped first.
+    """
+    config = spec.config(key)
+    fingerprint = _fingerprint(config, execd_image_id)
+    running = processes.find(spec.process_name)
+    if running is not None and running.fingerprint == fingerprint:
+        return None
+    if running is not None:
+        processes.stop(spec.process_name)
+    _launch(spec, config, fingerprint)
+    return running is not None
 
 
 def wait_healthy(specs: list[ServerSpec]) -> None:

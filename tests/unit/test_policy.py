@@ -52,7 +52,9 @@ def test_an_allowlist_without_block_network_is_refused() -> None:
 
 
 def test_address_ranges_become_allow_rules_beside_the_hosts() -> None:
-    spec = SandboxSpec(allow_egress_to=["data.example.com"], allow_egress_to_cidrs=["203.0.113.7/32"])
+    spec = SandboxSpec(
+        allow_egress_to=["data.example.com"], allow_egress_to_cidrs=["203.0.113.7/32"]
+    )
     assert targets(spec) == ["data.example.com", "203.0.113.7/32"]
 
 
@@ -68,7 +70,17 @@ def test_a_bare_string_allowlist_is_refused_rather_than_read_letter_by_letter() 
 
 
 @pytest.mark.parametrize(
-    "host", ["https://data.example.com", "data.example.com:443", "data.example.com/simple", "", " ", "a b", "-x.org", 7]
+    "host",
+    [
+        "https://data.example.com",
+        "data.example.com:443",
+        "data.example.com/simple",
+        "",
+        " ",
+        "a b",
+        "-x.org",
+        7,
+    ],
 )
 def test_an_allowlist_entry_that_is_not_a_host_name_is_refused(host: object) -> None:
     with pytest.raises(SandboxTerminalError, match="not a host name"):
