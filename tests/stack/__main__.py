@@ -1,6 +1,7 @@
 """``python -m tests.stack up|down|status|restart|run -- CMD...``: the local OpenSandbox stack."""
 
 import argparse
+import signal
 import subprocess
 import sys
 
@@ -43,7 +44,14 @@ def _run(cmd: list[str]) -> int:
     with stack.lock():
         started = stack.up()
     try:
-        return subprocess.run(cmd).returncode
+        child = subprocess.Popen(cmd)
+        # Ctrl-C reaches the command too (one process group); this process outlives the
+        # command's own clean-up, such as make demo stopping Airflow, and then stops the stack.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            return child.wait()
+        finally:
+            signal.signal(signal.SIGINT, previous)
     finally:
         with stack.lock():
             stack.stop(started)
