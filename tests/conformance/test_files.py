@@ -328,3 +328,30 @@ def test_search_supports_alternatives_and_classes(sandbox: SandboxSync):
     found = sandbox.files.search(SearchEntry(path="/tmp/tree", pattern="{deep,x}.[pt]*"))
 
     assert [entry.path for entry in found] == ["/tmp/tree/a/x.py", "/tmp/tree/b/inner/deep.txt"]
+
+
+def test_a_newline_in_a_downloaded_file_name_becomes_a_space_in_the_header(
+    sandbox: SandboxSync, wire: ExecdWire
+):
+    sandbox.files.write_file("/tmp/line\nbreak.txt", TEN_BYTES)
+
+    response = wire.get("/files/download", params={"path": "/tmp/line\nbreak.txt"})
+
+    assert response.status_code == 200
+    assert response.content == TEN_BYTES
+    assert response.headers["content-disposition"] == 'attachment; filename="line break.txt"'
+
+
+def test_names_that_are_not_utf8_are_listed_and_found_with_one_replacement_per_byte(
+    sandbox: SandboxSync, wire: ExecdWire
+):
+    sandbox.commands.run("mkdir -p /tmp/odd && touch /tmp/odd/$(printf 'caf\\351\\377').txt")
+
+    listed = wire.get("/directories/list", params={"path": "/tmp/odd"})
+    found = wire.get("/files/search", params={"path": "/tmp/odd"})
+
+    for response in (listed, found):
+        assert response.status_code == 200
+        assert b'"path":"/tmp/odd/caf\xef\xbf\xbd\xef\xbf\xbd.txt"' in response.content
+    entries = sandbox.files.list_directory(DirectoryListEntry(path="/tmp/odd"))
+    assert [entry.path for entry in entries] == ["/tmp/odd/caf\ufffd\ufffd.txt"]

@@ -149,7 +149,9 @@ class Exchange:
         if not any(name.lower() == "date" for name in headers):
             self.handler.send_header("Date", self.handler.date_time_string())
         for name, value in headers.items():
-            self.handler.send_header(name, value)
+            # Go's net/http writes every response header value with each CR and LF replaced by a
+            # space, so a file name holding a newline (§2.7) cannot break the header block.
+            self.handler.send_header(name, value.replace("\r", " ").replace("\n", " "))
         self.handler.end_headers()
 
     def start_chunked(self, status: int, headers: dict) -> None:
@@ -157,8 +159,18 @@ class Exchange:
         self.handler.wfile.flush()
 
     def write_chunk(self, data: bytes) -> None:
-        if data:
-            self.handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.write_chunks([data])
+
+    def write_chunks(self, payloads: list[bytes]) -> None:
+        """Each payload is its own chunk, as if written one by one, but all go out in one write:
+        the bytes are the same, only how they are cut into TCP segments differs, and no HTTP
+        client may depend on that."""
+        framed = []
+        for data in payloads:
+            if data:
+                framed += [b"%x\r\n" % len(data), data, b"\r\n"]
+        if framed:
+            self.handler.wfile.write(b"".join(framed))
             self.handler.wfile.flush()
 
     def end_chunked(self) -> None:
