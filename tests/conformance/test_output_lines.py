@@ -71,3 +71,9 @@ def test_a_long_line_arrives_as_a_single_event(sandbox: SandboxSync):
     texts = stdout_lines(sandbox, "head -c 200000 /dev/zero | tr '\\0' x; echo")
 
     assert texts == ["x" * 200_000]
+
+
+def test_many_lines_from_one_read_each_arrive_as_their_own_event_in_order(sandbox: SandboxSync):
+    texts = stdout_lines(sandbox, "seq 1 100000")
+
+    assert texts == [str(number) for number in range(1, 100_001)]

@@ -51,17 +51,28 @@ class EventStream:
         self._events_sent = 0
 
     def send(self, event: dict) -> None:
+        self.send_all([event])
+
+    def send_all(self, events: list[dict]) -> None:
+        """Events in order, each its own frame and chunk, written together."""
+        # Encoding happens before the lock is taken: a huge line takes seconds to encode, and the
+        # heartbeat must not wait for it.
+        frames = [(event["type"], go_json(event) + b"\n\n") for event in events]
         with self._lock:
-            if STALL.lets_through(event["type"], self._events_sent):
-                self._events_sent += 1
-                self._write(go_json(event) + b"\n\n")
+            passed = []
+            for kind, frame in frames:
+                if STALL.lets_through(kind, self._events_sent):
+                    self._events_sent += 1
+                    passed.append(frame)
+            if passed:
+                self._write(passed)
 
     def append_raw(self, body: bytes) -> None:
         """§3.3: a failure after init is appended raw to the 200 stream, without "\\n\\n"."""
         with self._lock:
-            self._write(body)
+            self._write([body])
 
-    def _write(self, payload: bytes) -> None:
+    def _write(self, payloads: list[bytes]) -> None:
         # §3.7: once the client is gone nothing is written, but the command is not disturbed.
         if self._client_gone:
             return
@@ -71,7 +82,7 @@ class EventStream:
                 # still be answered as a plain JSON error.
                 self._exchange.start_chunked(200, EVENT_STREAM_HEADERS)
                 self._committed = True
-            self._exchange.write_chunk(payload)
+            self._exchange.write_chunks(payloads)
         except OSError:
             self._client_gone = True
 

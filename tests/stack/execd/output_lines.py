@@ -79,5 +79,4 @@ class OutputTailer:
             self._emit(splitter.feed(block))
 
     def _emit(self, lines: list[bytes]) -> None:
-        for line in lines:
-            self._stream.send(stream_event(self._kind, text=go_string(line)))
+        self._stream.send_all([stream_event(self._kind, text=go_string(line)) for line in lines])
