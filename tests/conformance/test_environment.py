@@ -21,8 +21,11 @@ def test_sandbox_env_set_at_creation_reaches_every_command(make_sandbox):
 def test_the_execd_envs_file_is_reread_for_every_command_and_keeps_quotes(sandbox: SandboxSync):
     sandbox.commands.set_env("PERSISTED", "kept value")
     sandbox.commands.run('echo "PLAIN=\\$HOME/x" >> "$EXECD_ENVS"')
+    home = stdout_lines(sandbox, 'echo "$HOME"')[0]
+    assert home.startswith("/")
 
-    assert stdout_lines(sandbox, 'echo "$PERSISTED"; echo "$PLAIN"') == ["'kept value'", "/root/x"]
+    expected = ["'kept value'", f"{home}/x"]
+    assert stdout_lines(sandbox, 'echo "$PERSISTED"; echo "$PLAIN"') == expected
 
 
 def test_request_envs_override_the_execd_envs_file(sandbox: SandboxSync):
