@@ -17,8 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.stack.state import read_state
-
 from benchmarks import children, emission, latency, workloads
 from benchmarks.report import (
     Row,
@@ -31,6 +29,7 @@ from benchmarks.report import (
     write_json,
 )
 from benchmarks.subjects import BACKENDS, SUBJECTS, make_subject
+from tests.stack.state import read_state
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts"

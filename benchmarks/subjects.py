@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
 from airflow.providers.common.ai.sandbox import SandboxSpec
+
 from tests.stack.state import ServerInfo
 
 CONN_ID = "opensandbox_bench"

@@ -15,11 +15,10 @@ import statistics
 import sys
 import time
 
-from tests.stack.state import read_state
-
 from benchmarks import workloads
 from benchmarks.memory import MIB, peak_rss_delta
 from benchmarks.subjects import make_subject
+from tests.stack.state import read_state
 
 
 class Terminated(Exception):
@@ -125,9 +124,9 @@ def measure_stall(subject, kind: str) -> dict:
 
 def measure_agents(subject, runs: int) -> dict:
     from airflow.providers.common.ai.toolsets import SandboxToolset
-    from tests.reliability.scripted_agent import scripted_agent, succeeded
 
     from benchmarks.subjects import OPEN_SPEC
+    from tests.reliability.scripted_agent import scripted_agent, succeeded
 
     async def one(index: int) -> bool:
         token = f"agent{index}"

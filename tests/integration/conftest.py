@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 from opensandbox import SandboxManagerSync
-from tests.stack.state import ServerInfo
 
 from opensandbox_provider.sandbox import OpenSandboxBackend
+from tests.stack.state import ServerInfo
 
 CONN_ID = "opensandbox_default"
 

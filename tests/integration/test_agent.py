@@ -21,6 +21,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+
 from tests.integration.conftest import exists
 
 SCRIPT = [

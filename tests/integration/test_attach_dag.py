@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from opensandbox import SandboxManagerSync
 from opensandbox.exceptions import SandboxApiException
+
 from tests.stack.state import ServerInfo
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 from opensandbox import SandboxSync
-from tests.integration.conftest import exists
 
 from opensandbox_provider.sandbox import _stream
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
+from tests.integration.conftest import exists
 
 # The execd stand-in's test switch: set in a sandbox's environment at creation, it makes the
 # command stream stall (see the header of tests/stack/execd/__main__.py).

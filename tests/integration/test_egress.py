@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
+
 from tests.integration.conftest import exists
 from tests.network.sandboxes import Listener
 from tests.stack.resolver import ALLOWED_NAME, OTHER_NAME

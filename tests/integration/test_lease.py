@@ -21,6 +21,7 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 from opensandbox import SandboxManagerSync
 from opensandbox.exceptions import SandboxApiException
+
 from tests.stack.state import ServerInfo
 
 LEASE = 60.0  # the server refuses a shorter lifetime (422)

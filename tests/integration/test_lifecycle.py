@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 from opensandbox import SandboxManagerSync
-from tests.integration.conftest import exists
 
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
+from tests.integration.conftest import exists
 
 WRONG_KEY = "not-the-servers-key-0123456789"
 

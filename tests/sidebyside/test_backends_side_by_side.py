@@ -25,10 +25,10 @@ from airflow.providers.common.ai.sandbox.base import (
 )
 from airflow.providers.common.ai.sandbox.opensandbox import OpenSandboxBackend as BuiltInBackend
 from opensandbox import SandboxManagerSync
-from tests.stack.resolver import ALLOWED_NAME
-from tests.stack.state import ServerInfo
 
 from opensandbox_provider.sandbox import OpenSandboxBackend
+from tests.stack.resolver import ALLOWED_NAME
+from tests.stack.state import ServerInfo
 
 KINDS = {"ours": OpenSandboxBackend, "builtin": BuiltInBackend}
 STALL = "OPENSANDBOX_TEST_STALL"  # the execd stand-in's test switch (tests/stack/execd/__main__.py)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from tests.unit.execd_wire import complete, failed, frame
 
 from opensandbox_provider.sandbox._events import MAX_WHOLE_FRAME, BoundedTail, EventParser
+from tests.unit.execd_wire import complete, failed, frame
 
 
 def parse(stream: bytes, *, split: int, max_bytes: int = 1024) -> EventParser:

@@ -12,10 +12,10 @@ import httpx
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 from opensandbox.exceptions import SandboxApiException
-from tests.unit.execd_wire import complete, frame
 
 from opensandbox_provider.sandbox import _stream
 from opensandbox_provider.sandbox._stream import run_streamed
+from tests.unit.execd_wire import complete, frame
 
 # How long a scripted execd holds a connection open that the reader should have left.
 HOLD = 60.0

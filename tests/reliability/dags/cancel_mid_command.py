@@ -14,9 +14,9 @@ from airflow.providers.common.ai.operators.agent import AgentOperator
 from airflow.providers.common.ai.sandbox import SandboxSpec
 from airflow.providers.common.ai.toolsets import SandboxToolset
 from airflow.sdk import dag
-from tests.reliability.scripted_agent import scripted_agent
 
 from opensandbox_provider.sandbox import OpenSandboxBackend
+from tests.reliability.scripted_agent import scripted_agent
 
 TOKEN = os.environ.get("RELIABILITY_TOKEN", "unset")
 LONG_COMMAND = f"echo {TOKEN}; sleep 300"
