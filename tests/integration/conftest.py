@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
-from opensandbox import SandboxManagerSync
 
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from tests.stack.state import ServerInfo
@@ -62,16 +61,3 @@ def sandbox_on(backend_on) -> Iterator[Callable[..., Sandbox]]:
 def sandbox(sandbox_on, plain_server: ServerInfo) -> Sandbox:
     """An open sandbox on the server without an egress sidecar."""
     return sandbox_on(plain_server)
-
-
-def exists(server: ServerInfo, handle: str) -> bool:
-    manager = SandboxManagerSync.create(server.connection_config())
-    try:
-        manager.get_sandbox_info(handle)
-    except Exception as e:
-        if getattr(e, "status_code", None) == 404:
-            return False
-        raise
-    finally:
-        manager.close()
-    return True

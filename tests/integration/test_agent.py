@@ -22,8 +22,6 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from tests.integration.conftest import exists
-
 SCRIPT = [
     ("write_file", {"path": "work/input.txt", "content": "6 * 7\n"}),
     ("run_command", {"command": "cat work/input.txt && python3 -c 'print(6 * 7)'"}),
@@ -62,7 +60,7 @@ def test_an_agent_drives_all_four_tools_through_the_backend(backend_on, dns_nft_
     try:
         result = asyncio.run(agent.run("Compute 6 * 7 in the sandbox."))
         # Asked before the cleanup below, which would otherwise be what destroyed it.
-        left_behind = [handle for handle in created if exists(dns_nft_server, handle)]
+        left_behind = [handle for handle in created if dns_nft_server.has_sandbox(handle)]
     finally:
         for handle in created:
             backend.destroy(handle)

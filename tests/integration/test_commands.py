@@ -12,7 +12,6 @@ from opensandbox import SandboxSync
 
 from opensandbox_provider.sandbox import _stream
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
-from tests.integration.conftest import exists
 
 # The execd stand-in's test switch: set in a sandbox's environment at creation, it makes the
 # command stream stall (see the header of tests/stack/execd/__main__.py).
@@ -98,7 +97,7 @@ def test_a_silent_stream_is_abandoned_and_its_sandbox_destroyed(sandbox_on, plai
     result = sandbox.run("echo never seen", timeout=300)
     assert (result.timed_out, result.sandbox_terminated, result.exit_code) == (True, True, -1)
     assert "sent nothing for 10s" in result.stderr
-    assert not exists(plain_server, sandbox.handle)
+    assert not plain_server.has_sandbox(sandbox.handle)
 
 
 @pytest.mark.slow
@@ -111,7 +110,7 @@ def test_a_stream_of_heartbeats_that_never_ends_is_abandoned_past_its_budget(
     result = sandbox.run("sleep 1", timeout=2)
     assert (result.timed_out, result.sandbox_terminated) == (True, True)
     assert "still open 2s past its 2s budget" in result.stderr
-    assert not exists(plain_server, sandbox.handle)
+    assert not plain_server.has_sandbox(sandbox.handle)
 
 
 def test_reconnecting_is_not_charged_to_the_command(sandbox, backend_on, plain_server, monkeypatch):

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
-from tests.integration.conftest import exists
 from tests.network.sandboxes import Listener
 from tests.stack.resolver import ALLOWED_NAME, OTHER_NAME
 from tests.stack.state import StackState
@@ -83,7 +82,7 @@ def test_deny_all_behind_a_sidecar_that_filters_names_only_is_destroyed_and_refu
     assert "'dns' mode" in message and '[egress] mode = "dns+nft"' in message
     refused = re.search(r"on sandbox (\S+), so it was destroyed", message)
     assert refused is not None, message
-    assert not exists(dns_server, refused.group(1))
+    assert not dns_server.has_sandbox(refused.group(1))
 
 
 def test_deny_all_enforced_at_the_address_layer_is_accepted_and_drops_packets(

@@ -14,7 +14,6 @@ from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTermina
 from opensandbox import SandboxManagerSync
 
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
-from tests.integration.conftest import exists
 
 WRONG_KEY = "not-the-servers-key-0123456789"
 
@@ -60,12 +59,12 @@ def test_a_sandbox_that_never_becomes_ready_is_destroyed(backend_on, plain_serve
     with pytest.raises(SandboxTerminalError, match="did not become ready within 3s") as raised:
         backend.create(spec=spec)
     handle = re.search(r"Sandbox (\S+) did not become ready", str(raised.value)).group(1)
-    assert not exists(plain_server, handle)
+    assert not plain_server.has_sandbox(handle)
 
 
 def test_destroy_is_idempotent(sandbox, plain_server) -> None:
     sandbox.backend.destroy(sandbox.handle)
-    assert not exists(plain_server, sandbox.handle)
+    assert not plain_server.has_sandbox(sandbox.handle)
     sandbox.backend.destroy(sandbox.handle)
 
 
@@ -73,7 +72,7 @@ def test_a_backend_that_never_saw_the_sandbox_destroys_it_by_handle(
     sandbox, backend_on, plain_server
 ) -> None:
     backend_on(plain_server).destroy(sandbox.handle)
-    assert not exists(plain_server, sandbox.handle)
+    assert not plain_server.has_sandbox(sandbox.handle)
     backend_on(plain_server).destroy(sandbox.handle)  # already gone: a 404 is done
 
 
@@ -88,7 +87,7 @@ def test_a_paused_sandbox_is_destroyed_without_waiting_for_it_to_answer(
     # A paused execd never answers, so a destroy that polled for readiness first would
     # give up after ready_timeout with the sandbox still there.
     backend_on(plain_server, ready_timeout=1).destroy(sandbox.handle)
-    assert not exists(plain_server, sandbox.handle)
+    assert not plain_server.has_sandbox(sandbox.handle)
 
 
 def test_a_wrong_api_key_is_refused_by_the_server_and_is_terminal(

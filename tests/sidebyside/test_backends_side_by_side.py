@@ -84,19 +84,6 @@ def run(sandbox: tuple[SandboxBackend, str], command: str, **options: Any):
     return backend.run_command(handle, command, **options)
 
 
-def exists(server: ServerInfo, handle: str) -> bool:
-    manager = SandboxManagerSync.create(server.connection_config())
-    try:
-        manager.get_sandbox_info(handle)
-    except Exception as e:
-        if getattr(e, "status_code", None) == 404:
-            return False
-        raise
-    finally:
-        manager.close()
-    return True
-
-
 # --- Commands ----------------------------------------------------------------------------
 
 
@@ -192,7 +179,7 @@ def test_a_silent_stream(sandbox_for, plain_server, kind, record_property) -> No
     result = run(sandbox, "echo x", timeout=2)
     elapsed = time.monotonic() - started
     assert (result.timed_out, result.sandbox_terminated, result.exit_code) == (True, True, -1)
-    assert not exists(plain_server, sandbox[1])
+    assert not plain_server.has_sandbox(sandbox[1])
     differs(
         kind,
         record_property,
@@ -356,7 +343,7 @@ def test_env_metadata_and_idempotent_destroy(sandbox_for, plain_server) -> None:
         manager.close()
     backend.destroy(handle)
     backend.destroy(handle)
-    assert not exists(plain_server, handle)
+    assert not plain_server.has_sandbox(handle)
 
 
 def test_a_wrong_api_key(plain_server, monkeypatch, kind, record_property) -> None:

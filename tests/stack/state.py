@@ -39,6 +39,21 @@ class ServerInfo:
         options = {"domain": self.domain, "api_key": self.api_key, "protocol": "http"}
         return ConnectionConfigSync(**{**options, **overrides})
 
+    def has_sandbox(self, handle: str) -> bool:
+        """Whether the server still knows the sandbox: the end of every destroy test."""
+        from opensandbox import SandboxManagerSync
+
+        manager = SandboxManagerSync.create(self.connection_config())
+        try:
+            manager.get_sandbox_info(handle)
+        except Exception as e:
+            if getattr(e, "status_code", None) == 404:
+                return False
+            raise
+        finally:
+            manager.close()
+        return True
+
     def airflow_connection_env(self, conn_id: str, **extra: Any) -> dict[str, str]:
         """The environment variable that defines an Airflow connection to this server."""
         connection = {
