@@ -242,8 +242,9 @@ def build_rows(raw: dict) -> list[Row]:
                     "the stand-in's own ceilings: the sandbox makes the lines at "
                     f"{rate['generator_mb_per_s']:.0f} MB/s (to /dev/null, timed inside); "
                     f"execd puts them on the wire at {rate['wire_mb_per_s']:.1f} MB/s to a "
-                    f"reader that parses nothing ({rate['wire_bytes'] / 1e6:.0f} MB of events "
-                    f"in {rate['wire_s']:.1f} s).",
+                    f"reader that counts socket bytes and decodes nothing "
+                    f"({rate['wire_bytes'] / 1e6:.0f} MB of chunked events in "
+                    f"{rate['wire_s']:.1f} s).",
                 ],
             )
         )

@@ -94,3 +94,18 @@ def test_validation_errors_are_json_before_any_event(wire: ExecdWire):
     assert response.headers["content-type"] == "application/json; charset=utf-8"
     assert response.json()["code"] == "INVALID_REQUEST_BODY"
     assert "'Command' failed on the 'required' tag" in response.json()["message"]
+
+
+def test_output_frames_are_gos_encoding_whatever_mix_of_lines_one_read_brings(wire: ExecdWire):
+    # Plain lines and lines that need escaping, all in one read of the output file: each
+    # frame must be exactly what Go's encoder writes for its line, in the lines' order.
+    lines = ["plain", 'say "hi"', "back\\slash", "<b>&", "tab\there", "del\x7f", "é ✓", "x" * 99]
+    script = "".join(line.replace("\\", "\\\\").replace("'", "'\\''") + "\\n" for line in lines)
+    stream = wire.run({"command": f"for i in 1 2 3; do printf '{script}'; done"})
+
+    frames = [frame for frame in stream.frames if frame.type == "stdout"]
+    assert [frame.event["text"] for frame in frames] == lines * 3
+    for frame in frames:
+        go = json.dumps(frame.event, ensure_ascii=False, separators=(",", ":"))
+        go = go.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        assert frame.raw == go.encode()

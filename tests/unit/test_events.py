@@ -217,3 +217,42 @@ def test_a_bounded_tail_drops_a_character_its_cut_splits() -> None:
     assert tail.text() == "€"
     tail.append(b"x")
     assert tail.text() == "x"  # the cut falls inside "€", whose remains are dropped
+
+
+def random_events(rng: random.Random) -> tuple[list[bytes], dict[str, bytes]]:
+    """Frames of a command's stream, and the bytes each output stream should come back as."""
+    texts = ["plain line", "x" * 99, "\n", 'say "hi"', "C:\\path", "<b>&", "é ✓", "\t", "pong"]
+    frames = [frame("init", "0f3c")]
+    expected = {"stdout": b"", "stderr": b""}
+    for _ in range(rng.randint(0, 3000)):
+        kind = rng.choice(["stdout", "stdout", "stdout", "stderr", "ping"])
+        text = rng.choice(texts)
+        frames.append(frame(kind, text))
+        if kind != "ping":
+            expected[kind] += (text if text == "\n" else text + "\n").encode()
+    return frames, expected
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_any_mix_of_plain_and_escaped_frames_keeps_each_streams_exact_tail(seed: int) -> None:
+    # Runs of plain frames take a faster path than frames with escapes or other events; the
+    # result must not depend on which frames happened to arrive together.
+    rng = random.Random(seed)
+    frames, expected = random_events(rng)
+    max_bytes = rng.choice([1, 100, 5000, 1 << 20])
+
+    parser = random_splits(b"".join(frames) + complete(), seed, max_bytes=max_bytes)
+
+    assert parser.command_id == "0f3c"
+    assert parser.ending is not None and parser.ending.exit_code == 0
+    for tail, want in ((parser.stdout, expected["stdout"]), (parser.stderr, expected["stderr"])):
+        assert tail.total == len(want)
+        assert tail.truncated == (len(want) > max_bytes)
+        assert tail.text() == want[-max_bytes:].decode("utf-8", errors="ignore")
+
+
+def test_a_plain_looking_frame_with_more_fields_is_still_read() -> None:
+    # A later execd may add fields; such a frame is not plain and goes through the JSON parser.
+    stream = frame("stdout", "one") + frame("stdout", "two", extra=1) + frame("stdout", "three")
+    parser = parse(stream + complete(), split=1 << 20)
+    assert parser.stdout.text() == "one\ntwo\nthree\n"

@@ -13,7 +13,7 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 from opensandbox.exceptions import SandboxApiException
 
-from opensandbox_provider.sandbox import _stream
+from opensandbox_provider.sandbox import _http, _stream
 from opensandbox_provider.sandbox._stream import run_streamed
 from tests.unit.execd_wire import complete, frame
 
@@ -250,3 +250,75 @@ def test_a_stream_that_ends_without_a_terminal_event_is_not_abandoned(execd_with
     assert streamed.abandoned is None
     assert streamed.ending is None
     assert streamed.parser.stdout.text() == "last words\n"
+
+
+def test_a_chunked_stream_is_read_from_the_socket_with_the_pinned_httpx(execd_with) -> None:
+    # The fast path reaches into httpcore; a version that moves what it reaches for would
+    # quietly fall back to the slow one. This pins that the versions we pin do take it.
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, complete())
+        handler.wfile.write(b"0\r\n\r\n")
+
+    execd = execd_with(script)
+    with (
+        httpx.Client() as client,
+        client.stream("POST", f"http://127.0.0.1:{execd.port}/command", json={}) as response,
+    ):
+        assert _http._socket_stream(response) is not None
+        assert b"".join(_http.iter_body(response, NO_HANG)) == complete()
+
+
+def test_bytes_read_along_with_the_headers_are_not_lost(execd_with) -> None:
+    # execd commits its headers with the first event, so the read that brings the headers
+    # usually brings events too; those are already inside httpcore, not on the socket.
+    body = frame("init", "id") + frame("stdout", "first") + complete()
+
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        head = (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        handler.wfile.write(head + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        handler.wfile.flush()
+        hold_with_heartbeats(handler)
+
+    streamed = run(execd_with(script))
+    assert streamed.parser.stdout.text() == "first\n"
+    assert streamed.ending is not None and streamed.ending.exit_code == 0
+
+
+def test_a_transport_that_is_not_httpcores_is_read_through_httpx() -> None:
+    body = frame("stdout", "via httpx") + complete()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        chunks = [body[:10], body[10:]]
+        return httpx.Response(
+            200,
+            headers={"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked"},
+            stream=httpx.ByteStream(b"".join(chunks)),
+        )
+
+    with (
+        httpx.Client(transport=httpx.MockTransport(answer)) as client,
+        client.stream("POST", "http://execd/command") as response,
+    ):
+        assert _http._socket_stream(response) is None
+        assert b"".join(_http.iter_body(response, NO_HANG)) == body
+
+
+def test_a_stream_cut_off_inside_a_chunk_is_a_protocol_error(execd_with) -> None:
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        handler.wfile.write(b"100\r\n" + frame("stdout", "half"))
+        handler.wfile.flush()
+        handler.close_connection = True
+
+    execd = execd_with(script)
+    with (
+        httpx.Client() as client,
+        client.stream("POST", f"http://127.0.0.1:{execd.port}/command", json={}) as response,
+        pytest.raises(httpx.RemoteProtocolError, match="incomplete chunked read"),
+    ):
+        for _ in _http.iter_body(response, NO_HANG):
+            pass

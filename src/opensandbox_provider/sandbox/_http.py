@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import h11
+import httpcore
 import httpx
+
+from opensandbox_provider.sandbox._chunked import ChunkedDecoder
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
@@ -25,6 +29,9 @@ EGRESS_PORT = 18080
 MAX_ERROR_BODY = 64 * 1024
 # What the parsers bound is what arrives; a compressed body would be inflated before that.
 NO_COMPRESSION = {"Accept-Encoding": "identity"}
+# How much one read of a streamed body asks the socket for: a read's worth of events is
+# parsed in one go, and this bounds what one read can add to memory.
+BODY_READ_SIZE = 256 * 1024
 
 
 class SandboxHttp:
@@ -67,6 +74,72 @@ class SandboxHttp:
             if response.status_code >= 300:
                 raise api_error(response, operation)
             yield response
+
+
+def iter_body(response: httpx.Response, read_timeout: float) -> Iterator[bytes]:
+    """
+    The body as it arrives, in pieces of up to :data:`BODY_READ_SIZE` bytes.
+
+    A chunked answer on httpcore's HTTP/1.1 connection, which is what the SDK's transport
+    makes unless a user plugged in another, is read from the connection's socket and decoded
+    in bulk (see :mod:`._chunked`); any other answer is read through httpx. Raises httpx's
+    exceptions either way: :class:`httpx.ReadTimeout` after ``read_timeout`` seconds with
+    nothing read, :class:`httpx.RemoteProtocolError` for a body that ends early.
+    """
+    socket_stream = _socket_stream(response)
+    if socket_stream is None:
+        yield from response.iter_raw()
+        return
+    already_read, network_stream = socket_stream
+    decoder = ChunkedDecoder()
+    while not decoder.done:
+        data = already_read or _read_socket(network_stream, read_timeout)
+        already_read = b""
+        if not data:
+            raise httpx.RemoteProtocolError(
+                "peer closed connection without sending complete message body: "
+                "incomplete chunked read"
+            )
+        body = decoder.feed(data)
+        if body:
+            yield body
+
+
+def _socket_stream(response: httpx.Response) -> tuple[bytes, httpcore.NetworkStream] | None:
+    """
+    What httpcore read past the headers, and the connection's stream, or ``None``.
+
+    httpcore hands out the stream (its documented ``network_stream`` extension), but the
+    bytes its HTTP/1.1 parser read past the headers are reachable only through private
+    attributes. Those are looked up defensively: any other transport, or another httpcore,
+    gets ``None`` and the body is read through httpx, only slower. A test pins that the
+    versions this provider pins take the fast path. The connection is never reused after
+    this: httpcore sees an unfinished body when the response closes, and closes it.
+    """
+    if response.headers.get("transfer-encoding", "").lower() != "chunked":
+        return None
+    network_stream = response.extensions.get("network_stream")
+    stream: Any = response.stream
+    try:
+        connection = stream._stream._httpcore_stream._stream._connection
+        parser = connection._h11_state
+        if connection._network_stream is not network_stream or not isinstance(
+            parser, h11.Connection
+        ):
+            return None
+        already_read, _closed = parser.trailing_data
+    except AttributeError:
+        return None
+    return bytes(already_read), network_stream
+
+
+def _read_socket(network_stream: httpcore.NetworkStream, read_timeout: float) -> bytes:
+    try:
+        return network_stream.read(BODY_READ_SIZE, timeout=read_timeout)
+    except httpcore.TimeoutException as error:
+        raise httpx.ReadTimeout(str(error)) from error
+    except httpcore.NetworkError as error:
+        raise httpx.ReadError(str(error)) from error
 
 
 def read_at_most(response: httpx.Response, limit: int) -> bytes | None:

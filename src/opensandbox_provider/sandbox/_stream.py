@@ -16,7 +16,7 @@ import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
 from opensandbox_provider.sandbox._events import Ending, EventParser
-from opensandbox_provider.sandbox._http import EXECD_PORT, SandboxHttp, api_error
+from opensandbox_provider.sandbox._http import EXECD_PORT, SandboxHttp, api_error, iter_body
 
 # execd sends a heartbeat every 3 s while a command runs (§3.7), so this long without a
 # single byte is three heartbeats missed: the stream has stalled, whatever the command does.
@@ -79,7 +79,7 @@ def run_streamed(
             if response.status_code != 200:
                 raise api_error(response, "Run command")
             _require_event_stream(response)
-            for chunk in response.iter_raw():
+            for chunk in iter_body(response, STALL_WINDOW):
                 parser.feed(chunk)
                 if parser.ending is not None:
                     return StreamedCommand(parser, abandoned=None)

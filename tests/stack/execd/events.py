@@ -1,13 +1,17 @@
 """The command event stream of POST /command: events, their framing and the heartbeat (§3)."""
 
+import itertools
 import threading
 import time
 
 from exchange import Exchange
-from go_encoding import go_json
+from go_encoding import go_json, go_string
 from stall import STALL
 
 HEARTBEAT_INTERVAL = 3.0  # §3.7
+
+# Printable ASCII that Go's encoder writes as it is: everything but ", \, <, > and & (§3.1).
+_PLAIN_JSON_BYTES = bytes(byte for byte in range(0x20, 0x7F) if byte not in b'"\\<>&')
 
 # §3.1: the headers execd commits with the first event.
 EVENT_STREAM_HEADERS = {
@@ -40,6 +44,11 @@ def error_event(value: str, text: str) -> dict:
     )
 
 
+def _frame(event: dict) -> bytes:
+    """§3.1: compact JSON and a blank line."""
+    return go_json(event) + b"\n\n"
+
+
 class EventStream:
     """§3.1: one /command response: frames of compact JSON plus "\\n\\n" on a chunked 200 body."""
 
@@ -57,15 +66,37 @@ class EventStream:
         """Events in order, each its own frame and chunk, written together."""
         # Encoding happens before the lock is taken: a huge line takes seconds to encode, and the
         # heartbeat must not wait for it.
-        frames = [(event["type"], go_json(event) + b"\n\n") for event in events]
+        self._send([event["type"] for event in events], [_frame(event) for event in events])
+
+    def send_lines(self, kind: str, lines: list[bytes]) -> None:
+        """§3.4: one output event per line, as send_all would write them, encoded in bulk."""
+        # One timestamp per batch: the lines came from one read of the output file, which execd
+        # stamps within the same millisecond or so.
+        tail = b'","timestamp":%d}\n\n' % (time.time_ns() // 1_000_000)
+        head = b'{"type":"%s","text":"' % kind.encode()
+        # A line of plain ASCII is its own JSON text, so its frame is three pieces joined;
+        # anything else goes through the encoder.
+        frames = [
+            head + line + tail
+            if not line.translate(None, _PLAIN_JSON_BYTES)
+            else _frame(stream_event(kind, text=go_string(line)))
+            for line in lines
+        ]
+        self._send(itertools.repeat(kind, len(frames)), frames)
+
+    def _send(self, kinds, frames: list[bytes]) -> None:
         with self._lock:
-            passed = []
-            for kind, frame in frames:
-                if STALL.lets_through(kind, self._events_sent):
-                    self._events_sent += 1
-                    passed.append(frame)
-            if passed:
-                self._write(passed)
+            if STALL.active:
+                passed = []
+                for kind, frame in zip(kinds, frames, strict=True):
+                    if STALL.lets_through(kind, self._events_sent):
+                        self._events_sent += 1
+                        passed.append(frame)
+                frames = passed
+            else:
+                self._events_sent += len(frames)
+            if frames:
+                self._write(frames)
 
     def append_raw(self, body: bytes) -> None:
         """§3.3: a failure after init is appended raw to the 200 stream, without "\\n\\n"."""

@@ -165,12 +165,9 @@ class Exchange:
         """Each payload is its own chunk, as if written one by one, but all go out in one write:
         the bytes are the same, only how they are cut into TCP segments differs, and no HTTP
         client may depend on that."""
-        framed = []
-        for data in payloads:
-            if data:
-                framed += [b"%x\r\n" % len(data), data, b"\r\n"]
+        framed = b"".join([b"%x\r\n%s\r\n" % (len(data), data) for data in payloads if data])
         if framed:
-            self.handler.wfile.write(b"".join(framed))
+            self.handler.wfile.write(framed)
             self.handler.wfile.flush()
 
     def end_chunked(self) -> None:
