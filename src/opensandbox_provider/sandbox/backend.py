@@ -66,8 +66,6 @@ MAX_LIST_ENTRIES = 10_000
 MAX_LIST_BODY = 16 * 1024 * 1024
 # A description of one path is a few hundred bytes.
 MAX_INFO_BODY = 64 * 1024
-# Pieces a file is downloaded in: the size the SDK uses, and a bounded amount of memory.
-DOWNLOAD_CHUNK = 64 * 1024
 # Stamped on every sandbox so an operator on a shared server can find Airflow's with a
 # metadata filter.
 CREATED_BY = {"created-by": "airflow"}
@@ -634,7 +632,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 params={"path": path},
                 headers={"Range": f"bytes=0-{max_bytes}"},
             ) as response:
-                yield from response.iter_raw(DOWNLOAD_CHUNK)
+                # As httpcore reads them, at most 64 KiB each: re-cutting them to a fixed size
+                # would copy every byte once more for no bound that is not already there.
+                yield from response.iter_raw()
 
     def _missing(self, record: _Sandbox, path: str) -> Callable[[], SandboxError]:
         """The answer to a 404 from a file API, which says the same for a missing sandbox."""

@@ -70,8 +70,8 @@ class EventStream:
 
     def send_lines(self, kind: str, lines: list[bytes]) -> None:
         """§3.4: one output event per line, as send_all would write them, encoded in bulk."""
-        # One timestamp per batch: the lines came from one read of the output file, which execd
-        # stamps within the same millisecond or so.
+        # One timestamp per batch: the lines came from one read of the output file, and execd,
+        # which stamps each as it sends it, gets through such a read in a few milliseconds.
         tail = b'","timestamp":%d}\n\n' % (time.time_ns() // 1_000_000)
         head = b'{"type":"%s","text":"' % kind.encode()
         # A line of plain ASCII is its own JSON text, so its frame is three pieces joined;
