@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
@@ -64,9 +66,19 @@ def test_address_ranges_without_block_network_are_refused() -> None:
         network_policy(spec)
 
 
-def test_a_bare_string_allowlist_is_refused_rather_than_read_letter_by_letter() -> None:
-    with pytest.raises(SandboxTerminalError, match="must be a list"):
-        network_policy(SandboxSpec(allow_egress_to="data.example.com"))  # type: ignore[arg-type]
+@pytest.mark.parametrize(
+    ("field", "value", "kind"),
+    [
+        ("allow_egress_to", "data.example.com", "host names"),
+        ("allow_egress_to_cidrs", "203.0.113.0/24", "IPv4 ranges"),
+    ],
+)
+def test_a_bare_string_allowlist_is_refused_rather_than_read_letter_by_letter(
+    field: str, value: str, kind: str
+) -> None:
+    expected = f"SandboxSpec.{field} is the string '{value}'; it must be a list of {kind}"
+    with pytest.raises(SandboxTerminalError, match=re.escape(expected)):
+        network_policy(SandboxSpec(**{field: value}))
 
 
 @pytest.mark.parametrize(

@@ -133,16 +133,21 @@ def enforcement_problem(status: Any, requested: NetworkPolicy) -> str | None:
     )
 
 
-def _hostnames(hosts: Iterable[str] | None) -> list[str]:
-    if hosts is None:
+def _listed(values: Iterable[str] | None, field: str, kind: str) -> list:
+    """A spec field's values; ``None`` is none, and a bare string is refused, not iterated."""
+    if values is None:
         return []
-    if isinstance(hosts, str):
+    if isinstance(values, str):
         raise SandboxTerminalError(
-            f"SandboxSpec.allow_egress_to is the string {hosts!r}; it must be a list of host "
-            f"names, such as [{hosts!r}]."
+            f"SandboxSpec.{field} is the string {values!r}; it must be a list of {kind}, "
+            f"such as [{values!r}]."
         )
+    return list(values)
+
+
+def _hostnames(hosts: Iterable[str] | None) -> list[str]:
     checked = []
-    for host in hosts:
+    for host in _listed(hosts, "allow_egress_to", "host names"):
         if not isinstance(host, str) or not _HOSTNAME.fullmatch(host.strip()):
             raise SandboxTerminalError(
                 f"SandboxSpec.allow_egress_to holds {host!r}, which is not a host name. List bare "
@@ -159,15 +164,8 @@ def _hostnames(hosts: Iterable[str] | None) -> list[str]:
 
 def _ranges(ranges: Iterable[str] | None) -> list[str]:
     """The ranges as canonical IPv4 networks, refusing anything the sidecar would not enforce."""
-    if ranges is None:
-        return []
-    if isinstance(ranges, str):
-        raise SandboxTerminalError(
-            f"SandboxSpec.allow_egress_to_cidrs is the string {ranges!r}; it must be a list of "
-            f"IPv4 ranges, such as [{ranges!r}]."
-        )
     checked = []
-    for value in ranges:
+    for value in _listed(ranges, "allow_egress_to_cidrs", "IPv4 ranges"):
         text = str(value).strip()
         try:
             network = ipaddress.ip_network(text)
