@@ -25,8 +25,8 @@ def _drain(endpoint, command: str) -> tuple[int, float]:
     """POST one command to execd and count its answer's bytes; (bytes, seconds to its end).
 
     The socket is read as it is, chunk framing and all: any HTTP client's decoding would make
-    this a measure of the client. The answer ends with the last chunk, which is taken on trust
-    at the end of a read: execd writes it last and alone.
+    this a measure of the client. The answer ends with the zero-size last chunk, recognised by
+    its bytes at the end of what has arrived: execd writes it last, after the terminal event.
     """
     url = urlsplit(f"http://{endpoint.endpoint}")
     body = json.dumps({"command": command}).encode()
