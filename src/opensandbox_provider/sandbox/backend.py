@@ -24,9 +24,6 @@ from airflow.providers.common.ai.sandbox.base import (
     SandboxExecResult,
     SandboxFileTooLargeError,
     SandboxTerminalError,
-    _check_export_deadline,
-    _export_deadline,
-    _validate_positive_finite,
     encode_network_policy,
     is_sandbox_handle,
 )
@@ -38,6 +35,11 @@ from opensandbox_provider.sandbox._errors import status_of, translate, translate
 from opensandbox_provider.sandbox._events import BoundedTail, EventParser
 from opensandbox_provider.sandbox._http import EXECD_PORT, SandboxHttp, read_at_most
 from opensandbox_provider.sandbox._lease import Leases
+from opensandbox_provider.sandbox._limits import (
+    check_export_deadline,
+    export_deadline,
+    validate_positive_finite,
+)
 from opensandbox_provider.sandbox._stream import run_streamed
 
 if TYPE_CHECKING:
@@ -166,8 +168,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         for value, label in ((image, "image"), (cpu, "cpu"), (memory, "memory")):
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"{label} must be a non-empty string, got {value!r}.")
-        _validate_positive_finite(sandbox_timeout, "sandbox_timeout")
-        _validate_positive_finite(ready_timeout, "ready_timeout")
+        validate_positive_finite(sandbox_timeout, "sandbox_timeout")
+        validate_positive_finite(ready_timeout, "ready_timeout")
         if sandbox_timeout < MIN_SANDBOX_TIMEOUT:
             raise ValueError(
                 f"sandbox_timeout must be at least {MIN_SANDBOX_TIMEOUT:g} seconds, got "
@@ -395,8 +397,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def run_command(
         self, sandbox: str, command: str, *, timeout: float, max_output_bytes: int
     ) -> SandboxExecResult:
-        _validate_positive_finite(timeout, "timeout")
-        _validate_positive_finite(max_output_bytes, "max_output_bytes")
+        validate_positive_finite(timeout, "timeout")
+        validate_positive_finite(max_output_bytes, "max_output_bytes")
         if not command.strip():
             raise SandboxError("The command is empty; give a shell command to run.")
         # Reconnecting happens before the clock starts: it is not the command's time.
@@ -508,7 +510,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     # ------------------------------------------------------------------
 
     def read_file(self, sandbox: str, path: str, *, max_bytes: int) -> bytes:
-        _validate_positive_finite(max_bytes, "max_bytes")
+        validate_positive_finite(max_bytes, "max_bytes")
         record = self._sandbox(sandbox)
         path = record.resolve(path)
         entry = self._regular_file(record, path, purpose="read")
@@ -569,17 +571,17 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def export_file(self, sandbox: str, path: str, dest: BinaryIO, *, max_bytes: int) -> int:
         """Copy a regular file out through execd's download API, under the whole-copy deadline."""
-        _validate_positive_finite(max_bytes, "max_bytes")
+        validate_positive_finite(max_bytes, "max_bytes")
         record = self._sandbox(sandbox)
         path = record.resolve(path)
         entry = self._regular_file(record, path, purpose="export")
         if entry.kind == "file" and entry.size > max_bytes:
             raise SandboxFileTooLargeError(path, entry.size, max_bytes)
-        deadline = _export_deadline(max_bytes)
+        deadline = export_deadline(max_bytes)
         written = 0
         with closing(self._download(record, path, max_bytes=max_bytes)) as chunks:
             for chunk in chunks:
-                _check_export_deadline(path, deadline, max_bytes)
+                check_export_deadline(path, deadline, max_bytes)
                 if written + len(chunk) > max_bytes:
                     raise SandboxFileTooLargeError(path, written + len(chunk), max_bytes)
                 dest.write(chunk)
