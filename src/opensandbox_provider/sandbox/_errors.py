@@ -5,17 +5,27 @@ The line between the two is the toolset's: a ``SandboxError`` goes back to the m
 something it may work around (a bad path, a command the server refused), a
 ``SandboxTerminalError`` fails the task so Airflow retries it (credentials refused, the
 server unreachable, the sandbox gone).
+
+The requests this backend makes itself fail as the SDK's own do: an error answer or an
+httpx error becomes the exception the SDK would raise for it, built here because the SDK
+builds them in its adapter layer, which is not its public API. A unit test pins the two.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
 
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
+
+if TYPE_CHECKING:
+    from opensandbox.exceptions import SandboxApiException, SandboxException
+    from opensandbox.exceptions import SandboxError as SdkError
 
 # Statuses that say this request was wrong, not that the sandbox or the server is: the
 # model can change the request. 500 is execd's RUNTIME_ERROR (a permission, a path that
@@ -23,6 +33,10 @@ from opensandbox_provider._sdk import OpenSandboxNotInstalled
 _REQUEST_STATUSES = frozenset({400, 409, 413, 416, 422, 500})
 # A server message is quoted only this far into ours.
 _MAX_DETAIL = 500
+# The statuses the SDK marks retryable on the exceptions it builds, as its retry policy does.
+_RETRYABLE_STATUSES = frozenset({429, 502, 503})
+# An answer that is not the server's JSON error is quoted this far into the SDK's message.
+_MAX_RAW_BODY = 512
 
 
 def status_of(error: BaseException) -> int | None:
@@ -42,7 +56,6 @@ def translate(error: BaseException, doing: str, *, terminal: bool = False) -> Sa
         return error
     if isinstance(error, OpenSandboxNotInstalled):
         return SandboxTerminalError(str(error))
-    from opensandbox.adapters.converter.exception_converter import ExceptionConverter
     from opensandbox.exceptions import (
         InvalidArgumentException,
         SandboxApiException,
@@ -52,7 +65,7 @@ def translate(error: BaseException, doing: str, *, terminal: bool = False) -> Sa
     )
 
     if isinstance(error, httpx.HTTPError):
-        error = ExceptionConverter.to_sandbox_exception(error)
+        error = _sdk_exception(error)
     if not isinstance(error, SandboxException):
         return None
     status = status_of(error)
@@ -128,3 +141,87 @@ def _detail(error: BaseException) -> str:
         )
         return f"{text} [{label}]"
     return text
+
+
+def api_exception(response: httpx.Response, operation: str) -> SandboxApiException:
+    """
+    The SDK's exception for the error answer ``response`` to ``operation``, already read.
+
+    A 429's ``retry_after`` is left unset: this backend never waits to retry one, it fails
+    the task (see :func:`translate`).
+    """
+    from opensandbox.exceptions import SandboxApiException, SandboxRateLimitException
+
+    status = response.status_code
+    body = response.content
+    sdk_error = _sdk_error_in(body)
+    message = f"{operation} failed: HTTP {status}"
+    if sdk_error is not None and sdk_error.message:
+        message = f"{operation} failed: {sdk_error.message}"
+    elif sdk_error is None:
+        text = body.decode("utf-8", errors="replace").strip()
+        if len(text) > _MAX_RAW_BODY:
+            text = text[:_MAX_RAW_BODY] + "…"
+        if text:
+            message = f"{message}: {text}"
+    request_id = response.headers.get("x-request-id", "").strip() or None
+    exception = SandboxRateLimitException if status == 429 else SandboxApiException
+    return exception(
+        message=message,
+        status_code=status,
+        request_id=request_id,
+        error=sdk_error,
+        response_body=body,
+        is_retryable=status in _RETRYABLE_STATUSES,
+    )
+
+
+def _sdk_exception(error: httpx.HTTPError) -> SandboxException:
+    """The exception the SDK raises when one of its own requests meets ``error``."""
+    from opensandbox.exceptions import (
+        SandboxConnectionException,
+        SandboxInternalException,
+        SandboxTimeoutException,
+    )
+
+    if isinstance(error, httpx.HTTPStatusError):
+        # Neither the SDK's requests nor ours let one out. Should one arrive, it gets the SDK's
+        # class, status and server error; only the wording of the message is not the SDK's.
+        return api_exception(error.response, "API call")
+    # A connect that times out never reached the server: unreachable, as the SDK counts it.
+    if isinstance(error, httpx.ConnectTimeout | httpx.NetworkError):
+        return SandboxConnectionException(
+            f"Network connectivity error: {error}", cause=error, is_retryable=True
+        )
+    if isinstance(error, httpx.TimeoutException):
+        return SandboxTimeoutException(f"Request timed out: {error}", cause=error)
+    if isinstance(error, httpx.TransportError):
+        return SandboxConnectionException(f"Network connectivity error: {error}", cause=error)
+    return SandboxInternalException(f"Unexpected SDK error occurred: {error}", cause=error)
+
+
+def _sdk_error_in(body: bytes) -> SdkError | None:
+    """
+    The code and message of the server's JSON error in ``body``, as the SDK reads them.
+
+    A body that is not JSON is kept whole as an ``UNEXPECTED_RESPONSE``; JSON without a code
+    gives ``None``, and the caller quotes the body instead.
+    """
+    from opensandbox.exceptions import SandboxError as SdkError
+
+    if not body:
+        return None
+    text = body.decode("utf-8", errors="replace")
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return SdkError(SdkError.UNEXPECTED_RESPONSE, text)
+    except (ValueError, RecursionError):
+        # JSON nested too deep, or with a number too long, to parse: the SDK finds no error.
+        return None
+    # FastAPI's HTTPException wraps the server's error in ``detail``.
+    if isinstance(parsed, dict) and isinstance(parsed.get("detail"), dict):
+        parsed = parsed["detail"]
+    if isinstance(parsed, dict) and parsed.get("code"):
+        return SdkError(parsed["code"], parsed.get("message") or "")
+    return None

@@ -19,6 +19,7 @@ import httpcore
 import httpx
 
 from opensandbox_provider.sandbox._chunked import ChunkedDecoder
+from opensandbox_provider.sandbox._errors import api_exception
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
@@ -154,8 +155,6 @@ def read_at_most(response: httpx.Response, limit: int) -> bytes | None:
 
 def api_error(response: httpx.Response, operation: str) -> Exception:
     """The SDK's exception for an error answer, read no further than :data:`MAX_ERROR_BODY`."""
-    from opensandbox.adapters.converter.response_handler import build_api_exception_from_httpx
-
     body = bytearray()
     for chunk in response.iter_raw():
         body += chunk
@@ -169,4 +168,4 @@ def api_error(response: httpx.Response, operation: str) -> Exception:
     bounded = httpx.Response(
         response.status_code, headers=kept, content=bytes(body[:MAX_ERROR_BODY])
     )
-    return build_api_exception_from_httpx(bounded, operation)
+    return api_exception(bounded, operation)
