@@ -1,0 +1,38 @@
+"""The versions the tests run on are ones the package's declared ranges accept."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pinned() -> dict[str, str]:
+    """``requirements/pinned.txt`` as name to version, its markers and comments dropped."""
+    pins = {}
+    for line in (REPO / "requirements" / "pinned.txt").read_text(encoding="utf-8").splitlines():
+        requirement = line.split(";")[0].strip()
+        if "==" in requirement and not requirement.startswith("#"):
+            name, version = requirement.split("==")
+            pins[canonicalize_name(name)] = version.strip()
+    return pins
+
+
+def declared() -> list[Requirement]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    groups = [project["dependencies"], *project["optional-dependencies"].values()]
+    return [Requirement(line) for group in groups for line in group]
+
+
+@pytest.mark.parametrize("requirement", declared(), ids=str)
+def test_the_pinned_version_satisfies_the_declared_range(requirement: Requirement) -> None:
+    version = pinned().get(canonicalize_name(requirement.name))
+    assert version is not None, f"{requirement.name} is declared but not pinned"
+    assert requirement.specifier.contains(version, prereleases=True), (
+        f"{requirement.name} is pinned at {version}, outside the declared {requirement}"
+    )
