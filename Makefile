@@ -5,6 +5,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACK := $(PY) -m tests.stack
 PYTEST_ARGS ?=
+# Images for the stack's roles (docs/local-stack.rst, "Running on the real execd"): unset, the
+# stack builds its own stand-ins; set, it uses the named image as it is.
+EXECD_IMAGE ?=
+EGRESS_IMAGE ?=
+SANDBOX_IMAGE ?=
+export EXECD_IMAGE EGRESS_IMAGE SANDBOX_IMAGE
 
 .PHONY: setup test suite unit stack-up stack-down stack-status stack-restart docs demo bench lint pin pin-stack
 

@@ -29,6 +29,7 @@ from benchmarks.report import (
     write_json,
 )
 from benchmarks.subjects import BACKENDS, SUBJECTS, make_subject
+from opensandbox_provider.sandbox._stream import STALL_WINDOW
 from tests.stack.state import read_state
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,6 +55,18 @@ def run_children(requests: list[tuple[dict, float]], *, parallel: bool = False) 
         return list(pool.map(lambda item: children.run(item[0], item[1], log_dir), requests))
 
 
+def _huge_line_gap_note(rate: dict) -> str:
+    """The longest silence execd leaves while it sends a 1 GiB line, against the stall window,
+    which must stay clear of it with half the window to spare."""
+    gap = rate["huge_line_gap_s"]
+    verdict = "clear, with margin" if gap <= STALL_WINDOW / 2 else "NOT clear with margin"
+    return (
+        f"while execd sends 1 GiB on one line ({rate['huge_line_s']:.1f} s to its terminal "
+        f"event), the longest silence on the raw socket is {gap:.1f} s: the {STALL_WINDOW:g} s "
+        f"stall window is {verdict}."
+    )
+
+
 def _value(result: dict | None, key: str) -> float | None:
     if not result or "error" in result:
         return None
@@ -71,9 +84,12 @@ def measure(names: list[str], cases: list[str]) -> dict:
         print("bench: (b) echo hi ...", flush=True)
         raw["echo"] = latency.echo(subjects)
     if "lines" in cases:
-        print("bench: (c) 200 MB of lines, and the stand-in's own emission rates ...", flush=True)
+        print("bench: (c) 200 MB of lines, and execd's own emission rates ...", flush=True)
         sdk = make_subject("sdk", server, state.sandbox_image)
-        raw["emission"] = emission.measure(sdk)
+        roomy = make_subject(
+            "sdk", server, state.sandbox_image, workloads.NO_NEWLINE_SANDBOX_MEMORY
+        )
+        raw["emission"] = emission.measure(sdk, roomy)
         raw["lines"] = dict(
             zip(
                 names,
@@ -112,7 +128,7 @@ def measure(names: list[str], cases: list[str]) -> dict:
         print("bench: stalled streams (in parallel; they only wait) ...", flush=True)
         requests = [
             ({"case": "stall", "subject": name, "kind": kind}, workloads.STALL_SECONDS)
-            for kind in ("silent", "heartbeat")
+            for kind in workloads.stall_kinds(state.runs_named("execd"))
             for name in names
         ]
         results = run_children(requests, parallel=True)
@@ -239,12 +255,13 @@ def build_rows(raw: dict) -> list[Row]:
                 {n: _value(r, "mb_per_s") for n, r in lines.items()},
                 goals=[at_least_ratio_under("sdk", 10, rate["wire_mb_per_s"])],
                 notes=[
-                    "the stand-in's own ceilings: the sandbox makes the lines at "
+                    "execd's own ceilings: the sandbox makes the lines at "
                     f"{rate['generator_mb_per_s']:.0f} MB/s (to /dev/null, timed inside); "
                     f"execd puts them on the wire at {rate['wire_mb_per_s']:.1f} MB/s to a "
                     f"reader that counts socket bytes and decodes nothing "
                     f"({rate['wire_bytes'] / 1e6:.0f} MB of chunked events in "
                     f"{rate['wire_s']:.1f} s).",
+                    _huge_line_gap_note(rate),
                 ],
             )
         )
@@ -273,12 +290,17 @@ def build_rows(raw: dict) -> list[Row]:
         )
     if "stall" in raw:
         for kind, goals, title in (
+            ("frozen", [at_most(12, "s")], "frozen container: call returns after"),
             ("silent", [at_most(12, "s")], "silent stall: call returns after"),
             ("heartbeat", [], "heartbeats, never ends, 20 s budget: call returns after"),
         ):
             results = {
-                name.split(":")[1]: r for name, r in raw["stall"].items() if name.startswith(kind)
+                name.split(":")[1]: r
+                for name, r in raw["stall"].items()
+                if name.startswith(kind + ":")
             }
+            if not results:
+                continue  # the stand-in's stall switch, not run on a named execd
             notes = [
                 f"{name}: {'' if r.get('timed_out') else 'NOT '}timed_out, "
                 f"{'' if r.get('sandbox_terminated') else 'NOT '}sandbox_terminated"

@@ -1,8 +1,10 @@
-"""How fast the stand-in itself delivers case (c)'s lines, so the throughput row is about clients.
+"""How fast execd itself delivers case (c)'s lines, so the throughput row is about clients.
 
 Two ceilings, on one sandbox: how fast the sandbox produces the bytes (the command with its
-output sent to /dev/null, timed inside the sandbox), and how fast execd puts them on the wire as
-events to a reader that only counts the bytes on the socket and decodes nothing.
+output sent to /dev/null, timed inside the sandbox), and how fast execd (the stand-in or the
+real one, whichever the stack runs) puts them on the wire as events to a reader that only counts
+the bytes on the socket and decodes nothing. And, on a sandbox of its own, the longest silence
+execd leaves on the wire while it sends one huge line: the stall window must stay clear of it.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ TERMINAL = b'"type":"execution_complete"'
 LAST_CHUNK = b"\r\n0\r\n\r\n"
 
 
-def _drain(endpoint, command: str) -> tuple[int, float]:
-    """POST one command to execd and count its answer's bytes; (bytes, seconds to its end).
+def _drain(endpoint, command: str) -> tuple[int, float, float]:
+    """POST one command to execd and count its answer's bytes; (bytes, seconds to its end, the
+    longest time between two reads before the end).
 
     The socket is read as it is, chunk framing and all: any HTTP client's decoding would make
     this a measure of the client. The answer ends with the zero-size last chunk, recognised by
@@ -42,11 +45,15 @@ def _drain(endpoint, command: str) -> tuple[int, float]:
     )
     started = time.monotonic()
     ended = None
+    last_read, longest_gap = started, 0.0
     with socket.create_connection((url.hostname, url.port), timeout=workloads.LONG_TIMEOUT) as sock:
         sock.sendall(head.encode() + b"\r\n" + body)
         received = 0
         seen = b""
         while chunk := sock.recv(READ_SIZE):
+            now = time.monotonic()
+            if ended is None:
+                longest_gap, last_read = max(longest_gap, now - last_read), now
             received += len(chunk)
             seen = seen[-len(TERMINAL) :] + chunk
             # Timed to the terminal event, not to the last chunk about a second later (§3.7),
@@ -55,21 +62,32 @@ def _drain(endpoint, command: str) -> tuple[int, float]:
                 ended = time.monotonic()
             if seen.endswith(LAST_CHUNK):
                 break
-    return received, (ended or time.monotonic()) - started
+    return received, (ended or time.monotonic()) - started, longest_gap
 
 
-def measure(sdk: SdkSubject) -> dict:
+def measure(sdk: SdkSubject, roomy_sdk: SdkSubject) -> dict:
+    """``roomy_sdk`` makes sandboxes with room for execd to hold the huge line."""
     handle = sdk.create()
     try:
         sandbox = sdk.sandboxes[handle]
         execution = sandbox.commands.run(workloads.GENERATOR_COMMAND)
         generator_seconds = float(execution.logs.stdout[-1].text)
-        wire_bytes, wire_seconds = _drain(sandbox.get_endpoint(EXECD_PORT), workloads.LINES_COMMAND)
+        endpoint = sandbox.get_endpoint(EXECD_PORT)
+        wire_bytes, wire_seconds, _ = _drain(endpoint, workloads.LINES_COMMAND)
     finally:
         sdk.destroy(handle)
+    handle = roomy_sdk.create()
+    try:
+        endpoint = roomy_sdk.sandboxes[handle].get_endpoint(EXECD_PORT)
+        command = workloads.no_newline_command(workloads.NO_NEWLINE_BYTES)
+        _, huge_line_seconds, huge_line_gap = _drain(endpoint, command)
+    finally:
+        roomy_sdk.destroy(handle)
     return {
         "generator_mb_per_s": workloads.LINES_BYTES / 1e6 / generator_seconds,
         "wire_mb_per_s": workloads.LINES_BYTES / 1e6 / wire_seconds,
         "wire_bytes": wire_bytes,
         "wire_s": wire_seconds,
+        "huge_line_s": huge_line_seconds,
+        "huge_line_gap_s": huge_line_gap,
     }

@@ -18,6 +18,7 @@ import time
 from benchmarks import workloads
 from benchmarks.memory import MIB, peak_rss_delta
 from benchmarks.subjects import make_subject
+from tests.containers import run_frozen
 from tests.stack.state import read_state
 
 
@@ -101,16 +102,19 @@ def measure_export(subject) -> dict:
 
 def measure_stall(subject, kind: str) -> dict:
     """How long a command on a stalled stream takes to come back, and how it comes back."""
-    handle = subject.create(env=workloads.stall_env(kind))
+    frozen = kind == "frozen"
+    handle = subject.create(env=None if frozen else workloads.stall_env(kind))
     _emit(sandbox=handle)
+    command = workloads.FROZEN_COMMAND if frozen else workloads.STALLED_COMMAND
+
+    def run():
+        return subject.run(
+            handle, command, timeout=workloads.STALL_BUDGET, max_output_bytes=workloads.CAP
+        )
+
     started = time.monotonic()
     try:
-        outcome = subject.run(
-            handle,
-            workloads.STALLED_COMMAND,
-            timeout=workloads.STALL_BUDGET,
-            max_output_bytes=workloads.CAP,
-        )
+        outcome = run_frozen(handle, workloads.FROZEN_MARKER, run) if frozen else run()
     finally:
         elapsed = time.monotonic() - started
         subject.destroy(handle)

@@ -59,6 +59,16 @@ GENERATOR_COMMAND = (
 )
 
 
+# A real stall, on any execd: the sandbox's container is frozen while this runs.
+FROZEN_COMMAND = "sleep 61; echo done"
+FROZEN_MARKER = "sleep 61"
+
+
+def stall_kinds(execd_is_named: bool) -> tuple[str, ...]:
+    """ "frozen" runs on any execd; "silent" and "heartbeat" need the stand-in's switch."""
+    return ("frozen",) if execd_is_named else ("frozen", "silent", "heartbeat")
+
+
 def stall_env(kind: str) -> dict[str, str]:
     """The execd stand-in's test switch (its header documents it): "silent" or "heartbeat"."""
     return {"OPENSANDBOX_TEST_STALL": kind}

@@ -27,6 +27,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if STACK_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.stack)
+    _skip_stand_in_only_tests_on_named_images(items)
+
+
+def _skip_stand_in_only_tests_on_named_images(items: list[pytest.Item]) -> None:
+    """A test that needs a behaviour only our stand-in has is skipped, saying so, when the stack
+    runs a named image (the real execd, say) in that role; every other test runs on both."""
+    marked = [item for item in items if item.get_closest_marker("stand_in_only")]
+    if not marked:
+        return
+    try:
+        state = read_state()
+    except RuntimeError:
+        return  # no stack: the stack fixture fails these tests with its own message
+    for item in marked:
+        marker = item.get_closest_marker("stand_in_only")
+        role = marker.args[0] if marker.args else "execd"
+        if state.runs_named(role):
+            why = marker.kwargs.get("reason", "it needs a test-only behaviour of our stand-in")
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"stand_in_only({role}): {why}; the stack's {role} is the named "
+                    f"image {state.images[role]}"
+                )
+            )
 
 
 @pytest.fixture(scope="session")

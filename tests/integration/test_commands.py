@@ -12,6 +12,8 @@ from opensandbox import SandboxSync
 
 from opensandbox_provider.sandbox import _stream
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
+from tests.containers import run_frozen
+from tests.markers import NEEDS_STALL_SWITCH
 
 # The execd stand-in's test switch: set in a sandbox's environment at creation, it makes the
 # command stream stall (see the header of tests/stack/execd/__main__.py).
@@ -92,6 +94,7 @@ def test_a_long_quiet_command_is_kept_alive_by_execds_heartbeat(sandbox) -> None
 
 
 @pytest.mark.slow
+@NEEDS_STALL_SWITCH
 def test_a_silent_stream_is_abandoned_and_its_sandbox_destroyed(sandbox_on, plain_server) -> None:
     sandbox = sandbox_on(plain_server, SandboxSpec(block_network=False, env={STALL: "silent"}))
     result = sandbox.run("echo never seen", timeout=300)
@@ -101,6 +104,18 @@ def test_a_silent_stream_is_abandoned_and_its_sandbox_destroyed(sandbox_on, plai
 
 
 @pytest.mark.slow
+def test_a_frozen_sandbox_is_noticed_by_its_silence_and_destroyed(sandbox_on, plain_server) -> None:
+    # A real stall that any execd shows alike: the container is frozen mid-command.
+    sandbox = sandbox_on(plain_server)
+    result = run_frozen(sandbox.handle, "sleep 31", lambda: sandbox.run("sleep 31; echo late"))
+    assert (result.timed_out, result.sandbox_terminated, result.exit_code) == (True, True, -1)
+    assert "sent nothing for 10s" in result.stderr
+    assert "late" not in result.stdout
+    assert not plain_server.has_sandbox(sandbox.handle)
+
+
+@pytest.mark.slow
+@NEEDS_STALL_SWITCH
 def test_a_stream_of_heartbeats_that_never_ends_is_abandoned_past_its_budget(
     sandbox_on, plain_server, monkeypatch
 ) -> None:

@@ -22,6 +22,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxSpec
 from opensandbox import SandboxManagerSync
 from opensandbox.exceptions import SandboxApiException
 
+from tests.containers import containers_of
 from tests.stack.state import ServerInfo
 
 LEASE = 60.0  # the server refuses a shorter lifetime (422)
@@ -70,16 +71,6 @@ def exists(manager: SandboxManagerSync, sandbox: str) -> bool:
             return False
         raise
     return True
-
-
-def containers_of(sandbox: str) -> list[str]:
-    label = f"label=opensandbox.io/id={sandbox}"
-    return subprocess.run(
-        ["docker", "ps", "-a", "--format", "{{.Names}}", "--filter", label],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
 
 
 def destroy_unless_gone(manager: SandboxManagerSync, sandbox: str) -> None:

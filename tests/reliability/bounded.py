@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
 import threading
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
 
+from tests.containers import wait_until_running
+
 T = TypeVar("T")
 CAP = 50 * 1024
-# How long a long command may take to appear in the container's process list.
-START_SECONDS = 30.0
 
 
 class Pending:
@@ -64,10 +62,5 @@ def long_command(backend, handle: str, seconds: int, container: str) -> Pending:
             handle, f"sleep {seconds}; echo finished", timeout=seconds + 60, max_output_bytes=CAP
         )
     )
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
-        top = subprocess.run(["docker", "top", container], capture_output=True, text=True)
-        if f"sleep {seconds}" in top.stdout:
-            return running
-        time.sleep(0.2)
-    pytest.fail(f"`sleep {seconds}` never started in sandbox {handle}")
+    wait_until_running(container, f"sleep {seconds}")
+    return running

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import logging
 import secrets
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxSpec
 
+from tests.containers import containers_of
 from tests.reliability.cleanup import destroy_directly
 from tests.reliability.faultproxy import FaultProxy
 from tests.reliability.own_server import OwnServer
+from tests.stack.images import ImageChoice
 from tests.stack.state import ServerInfo, StackState
 
 # Open egress, so the plain server (no sidecar) can provision it; egress is not what this suite
@@ -22,24 +23,6 @@ from tests.stack.state import ServerInfo, StackState
 OPEN = SandboxSpec(block_network=False)
 # Destroy returns before Docker has finished removing the container.
 REMOVAL_SECONDS = 15.0
-
-
-def containers_of(sandbox: str) -> list[str]:
-    output = subprocess.run(
-        [
-            "docker",
-            "ps",
-            "-a",
-            "--filter",
-            f"label=opensandbox.io/id={sandbox}",
-            "--format",
-            "{{.Names}}",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return output.split()
 
 
 def assert_no_container(sandbox: str) -> None:
@@ -105,7 +88,7 @@ def sandboxes(plain_server: ServerInfo) -> Iterator[list[str]]:
 @pytest.fixture(scope="session")
 def own_server(stack: StackState) -> Iterator[OwnServer]:
     """A server only this suite uses, so killing or re-keying it disturbs no other test."""
-    server = OwnServer(secrets.token_urlsafe(24))
+    server = OwnServer(secrets.token_urlsafe(24), ImageChoice(stack.images, stack.image_kinds))
     server.start()
     yield server
     server.stop()

@@ -20,8 +20,9 @@ SPEC = ServerSpec("reliability", 18097, None, 5)
 
 
 class OwnServer:
-    def __init__(self, api_key: str) -> None:
+    def __init__(self, api_key: str, choice: images.ImageChoice) -> None:
         self.api_key = api_key
+        self.choice = choice  # the stack's own images, so this server runs what the others do
 
     @property
     def info(self) -> ServerInfo:
@@ -29,7 +30,7 @@ class OwnServer:
 
     def start(self) -> None:
         """Starts the server, or restarts it when it runs with another key."""
-        servers.ensure_server(SPEC, self.api_key, images.image_id(images.EXECD_IMAGE) or "")
+        servers.ensure_server(SPEC, self.api_key, self.choice)
         servers.wait_healthy([SPEC])
 
     def kill(self) -> None:

@@ -16,6 +16,8 @@ import subprocess
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxSpec, SandboxTerminalError
 
+from tests.containers import run_frozen
+from tests.markers import NEEDS_STALL_SWITCH
 from tests.reliability.bounded import long_command, within
 from tests.reliability.conftest import assert_key_hidden, assert_no_container, containers_of
 
@@ -52,6 +54,31 @@ def test_container_killed_mid_command_reports_the_sandbox_gone(
     assert_key_hidden(plain_server.api_key, caplog)
 
 
+@pytest.mark.parametrize("use_server_proxy", [False, True], ids=["direct", "through-server"])
+def test_frozen_sandbox_mid_command_is_abandoned_and_destroyed(
+    make_backend, plain_server, sandboxes, caplog, use_server_proxy
+):
+    # A real stall, the same on any execd: the container is frozen while the command runs.
+    backend = make_backend(plain_server, use_server_proxy=use_server_proxy)
+    handle = backend.create(spec=SandboxSpec(block_network=False))
+    sandboxes.append(handle)
+
+    result = run_frozen(
+        handle,
+        "sleep 41",
+        lambda: backend.run_command(
+            handle, "sleep 41; echo done", timeout=60, max_output_bytes=CAP
+        ),
+    )
+
+    assert (result.timed_out, result.sandbox_terminated) == (True, True)
+    assert "done" not in result.stdout
+    assert_no_container(handle)
+    backend.destroy(handle)  # idempotent on a sandbox the backend already destroyed
+    assert_key_hidden(plain_server.api_key, caplog)
+
+
+@NEEDS_STALL_SWITCH
 @pytest.mark.parametrize(
     ("stall", "budget"),
     [("silent", 60.0), ("heartbeat", 5.0)],

@@ -27,6 +27,8 @@ from airflow.providers.common.ai.sandbox.opensandbox import OpenSandboxBackend a
 from opensandbox import SandboxManagerSync
 
 from opensandbox_provider.sandbox import OpenSandboxBackend
+from tests.containers import run_frozen
+from tests.markers import NEEDS_STALL_SWITCH
 from tests.stack.resolver import ALLOWED_NAME
 from tests.stack.state import ServerInfo
 
@@ -173,6 +175,7 @@ def test_a_command_in_a_sandbox_another_instance_created(
 
 
 @pytest.mark.slow
+@NEEDS_STALL_SWITCH
 def test_a_silent_stream(sandbox_for, plain_server, kind, record_property) -> None:
     sandbox = sandbox_for(plain_server, SandboxSpec(block_network=False, env={STALL: "silent"}))
     started = time.monotonic()
@@ -188,6 +191,26 @@ def test_a_silent_stream(sandbox_for, plain_server, kind, record_property) -> No
         why="Both abandon the stream and destroy the sandbox. Ours notices from the missing "
         "heartbeat (10 s without a byte), whatever the budget; the built-in backend waits the "
         f"budget plus 30 s. Measured here for [{kind}] on a 2 s budget: {elapsed:.1f}s.",
+    )
+
+
+@pytest.mark.slow
+def test_a_frozen_sandbox(sandbox_for, plain_server, kind, record_property) -> None:
+    # The same silence on any execd: the sandbox's container is frozen mid-command.
+    sandbox = sandbox_for(plain_server)
+    started = time.monotonic()
+    result = run_frozen(sandbox[1], "sleep 31", lambda: run(sandbox, "sleep 31", timeout=5))
+    elapsed = time.monotonic() - started
+    assert (result.timed_out, result.sandbox_terminated, result.exit_code) == (True, True, -1)
+    assert not plain_server.has_sandbox(sandbox[1])
+    differs(
+        kind,
+        record_property,
+        ours=None,
+        builtin=None,
+        why="Both abandon the frozen sandbox's stream and destroy it. Ours notices the silence "
+        "after 10 s, whatever the budget; the built-in backend waits the budget plus 30 s. "
+        f"Measured here for [{kind}] on a 5 s budget: {elapsed:.1f}s.",
     )
 
 

@@ -1,7 +1,10 @@
-"""The three local images, each rebuilt only when what it is made from has changed.
+"""The stack's three images: ours, each rebuilt only when its sources change, or ones named.
 
-Every image carries a label with a digest of its sources (and of its base image), so `up` on a
-warm machine compares one label per image and builds nothing.
+Every image we build carries a label with a digest of its sources (and of its base image), so
+`up` on a warm machine compares one label per image and builds nothing. ``SANDBOX_IMAGE``,
+``EXECD_IMAGE`` and ``EGRESS_IMAGE`` in the environment name an image for that role instead
+(the upstream ``opensandbox/execd`` and ``opensandbox/egress``, say): the stack then uses it as
+it is and builds nothing of its own for that role.
 """
 
 import hashlib
@@ -15,6 +18,15 @@ from pathlib import Path
 
 from tests.stack import rootfs
 from tests.stack.paths import STACK_SOURCES
+
+# The environment variables that name an image for a role, and what each role is for.
+ROLES = {
+    "sandbox": "SANDBOX_IMAGE",  # what every test sandbox runs, unless a test names another
+    "execd": "EXECD_IMAGE",  # the server copies /execd and /bootstrap.sh out of it
+    "egress": "EGRESS_IMAGE",  # the sidecar of the dns and dns+nft servers
+}
+STAND_IN = "ours"
+NAMED = "named"
 
 # The backend's default image name: the server uses a local image only when name and tag match,
 # so the debootstrap rootfs is tagged as exactly this and no sandbox ever needs a registry.
@@ -63,22 +75,70 @@ EGRESS = DerivedImage(
 )
 
 
-def ensure_images() -> list[str]:
-    """Builds whichever image is missing or stale; returns the tags it built."""
+@dataclass(frozen=True)
+class ImageChoice:
+    """Which image serves each role, and whether it is ours (built here) or one someone named."""
+
+    images: dict[str, str]  # role -> image reference
+    kinds: dict[str, str]  # role -> STAND_IN or NAMED
+
+    def image(self, role: str) -> str:
+        return self.images[role]
+
+    def is_named(self, role: str) -> bool:
+        return self.kinds[role] == NAMED
+
+
+def chosen_images(environ: dict[str, str] | None = None) -> ImageChoice:
+    """The images of this run: a role's variable, when set and not blank, names its image."""
+    environ = os.environ if environ is None else environ
+    ours = {"sandbox": SANDBOX_IMAGE, "execd": EXECD.tag, "egress": EGRESS.tag}
+    images, kinds = {}, {}
+    for role, variable in ROLES.items():
+        named = environ.get(variable, "").strip()
+        images[role] = named or ours[role]
+        kinds[role] = NAMED if named else STAND_IN
+    return ImageChoice(images, kinds)
+
+
+def ensure_images(choice: ImageChoice) -> list[str]:
+    """Builds whichever of our images is missing or stale, and makes sure each named one is
+    here; returns what it built or pulled."""
+    pulled = [choice.image(role) for role in ROLES if choice.is_named(role)]
+    pulled = [reference for reference in pulled if ensure_named(reference)]
+    ours = [role for role in ROLES if not choice.is_named(role)]
+    if not ours:
+        return pulled
+    # Our execd and egress stand-ins are built FROM our sandbox image (it has their python3), so
+    # it is needed whenever either is ours, even when the tests' sandboxes run a named image.
     before = {tag: image_id(tag) for tag in (SANDBOX_IMAGE, EXECD.tag, EGRESS.tag)}
     built = []
     if ensure_sandbox_image():
         built.append(SANDBOX_IMAGE)
     base_id = image_id(SANDBOX_IMAGE) or ""
-    for image in (EXECD, EGRESS):
-        if ensure_derived_image(image, base_id):
+    for role, image in (("execd", EXECD), ("egress", EGRESS)):
+        if role in ours and ensure_derived_image(image, base_id):
             built.append(image.tag)
     # A rebuilt tag leaves its predecessor behind untagged. Remove it, derived images first since
     # they hold the old sandbox image as their parent; one a sandbox still runs on stays.
     for tag in reversed(built):
         if before[tag] is not None:
             subprocess.run(["docker", "image", "rm", before[tag]], capture_output=True)
-    return built
+    return pulled + built
+
+
+def ensure_named(reference: str) -> bool:
+    """Makes sure a named image is in the engine, pulling it if it is not; True if pulled."""
+    if image_id(reference) is not None:
+        return False
+    pull = subprocess.run(["docker", "pull", "--quiet", reference], capture_output=True, text=True)
+    if pull.returncode != 0:
+        raise RuntimeError(
+            f"The image {reference!r} named for the stack is not in the local Docker engine and "
+            f"could not be pulled ({pull.stderr.strip()}). Load or build it first (docker load, "
+            "docker build), or unset the variable that names it to use our stand-in."
+        )
+    return True
 
 
 def ensure_sandbox_image() -> bool:

@@ -47,7 +47,7 @@ class ServerSpec:
     def process_name(self) -> str:
         return f"server-{self.slug}"
 
-    def config(self, api_key: str) -> str:
+    def config(self, api_key: str, choice: images.ImageChoice) -> str:
         low = FIRST_SANDBOX_PORT + self.index * PORTS_PER_SERVER
         text = f"""\
 # Written by `python -m tests.stack up`; regenerated on every start.
@@ -62,7 +62,7 @@ level = "INFO"
 
 [runtime]
 type = "docker"
-execd_image = "{images.EXECD_IMAGE}"
+execd_image = "{choice.image("execd")}"
 
 [docker]
 network_mode = "bridge"  # the default, host, makes every sandbox's execd share one port
@@ -80,7 +80,7 @@ path = "{self.directory / "home" / "opensandbox.db"}"
         if self.egress_mode:
             text += f"""
 [egress]
-image = "{images.EGRESS_IMAGE}"
+image = "{choice.image("egress")}"
 mode = "{self.egress_mode}"
 """
         return text
@@ -120,29 +120,28 @@ def ensure_server_venv() -> bool:
     return True
 
 
-def launch_servers(key: str) -> list[tuple[ServerSpec, bool]]:
+def launch_servers(key: str, choice: images.ImageChoice) -> list[tuple[ServerSpec, bool]]:
     """Launches every server not running with its current config and execd image.
 
     The server copies the execd files out of its image once per process, so a server started
     before the execd image changed is restarted. Returns (server, was it running before) for
     each launch; the servers come up side by side, so wait with ``wait_healthy``.
     """
-    execd_image_id = images.image_id(images.EXECD_IMAGE) or ""
     launched = []
     for spec in SERVERS:
-        restarted = ensure_server(spec, key, execd_image_id)
+        restarted = ensure_server(spec, key, choice)
         if restarted is not None:
             launched.append((spec, restarted))
     return launched
 
 
-def ensure_server(spec: ServerSpec, key: str, execd_image_id: str) -> bool | None:
+def ensure_server(spec: ServerSpec, key: str, choice: images.ImageChoice) -> bool | None:
     """Launches ``spec`` unless it already runs with this key, config and execd image.
 
     Returns None when it was left running, else whether an older process was stopped first.
     """
-    config = spec.config(key)
-    fingerprint = _fingerprint(config, execd_image_id)
+    config = spec.config(key, choice)
+    fingerprint = _fingerprint(config, images.image_id(choice.image("execd")) or "")
     running = processes.find(spec.process_name)
     if running is not None and running.fingerprint == fingerprint:
         return None

@@ -39,8 +39,12 @@ def _bring_up(started: Started) -> None:
     with _step("docker engine") as note:
         started.engine = engine.ensure_engine()
         note("started" if started.engine else "answering")
+    choice = images.chosen_images()
     with _step("images") as note:
-        note("built " + ", ".join(built) if (built := images.ensure_images()) else "up to date")
+        built = images.ensure_images(choice)
+        note(("built or pulled " + ", ".join(built)) if built else "up to date;")
+        roles = (f"{role} {choice.image(role)} ({choice.kinds[role]})" for role in images.ROLES)
+        note("; " + ", ".join(roles))
     with _step("server venv") as note:
         note("installed" if servers.ensure_server_venv() else "up to date")
     with _step("resolver") as note:
@@ -48,13 +52,13 @@ def _bring_up(started: Started) -> None:
         note("started" if started.resolver else "running")
     key = servers.api_key()
     with _step("servers") as note:
-        launched = servers.launch_servers(key)
+        launched = servers.launch_servers(key, choice)
         # A server that ran before and was only restarted is not this call's to stop later.
         started.servers = [spec for spec, was_running in launched if not was_running]
         servers.wait_healthy([spec for spec, _ in launched])
         news = [f"{'restarted' if again else 'started'} {spec.name}" for spec, again in launched]
         note(", ".join(news) or "running")
-    write_state(_state(key))
+    write_state(_state(key, choice))
 
 
 def restart_servers() -> None:
@@ -94,7 +98,11 @@ def status() -> str:
         ]
         for variable, value in info.airflow_connection_env("opensandbox_default").items():
             lines.append(f"  as Airflow sees it: {variable}='{value}'")
-    lines.append(f"sandbox image: {state.sandbox_image}; resolver: {state.bridge_ip}:53")
+    for role in images.ROLES:
+        used_by = "the dns and dns+nft servers" if role == "egress" else "every server"
+        kind = state.image_kinds[role]
+        lines.append(f"{role} image: {state.images[role]} ({kind}; {used_by})")
+    lines.append(f"resolver: {state.bridge_ip}:53")
     return "\n".join(lines)
 
 
@@ -107,13 +115,15 @@ def lock():
         yield
 
 
-def _state(key: str) -> StackState:
+def _state(key: str, choice: images.ImageChoice) -> StackState:
     infos = {
         spec.name: ServerInfo(spec.name, servers.HOST, spec.port, key, spec.egress_mode)
         for spec in servers.SERVERS
     }
     resolver = {"host": engine.BRIDGE_IP, "port": nameserver.PORT, "zone": dict(DEFAULT_ZONE)}
-    return StackState(infos, images.SANDBOX_IMAGE, engine.BRIDGE_IP, resolver)
+    return StackState(
+        infos, choice.image("sandbox"), engine.BRIDGE_IP, resolver, choice.images, choice.kinds
+    )
 
 
 @contextmanager

@@ -74,6 +74,14 @@ class StackState:
     sandbox_image: str
     bridge_ip: str
     resolver: dict[str, Any] = field(default_factory=dict)
+    # Role (sandbox, execd, egress) -> the image serving it, and whether that image is our
+    # stand-in or one named at `up` (tests/stack/images.py).
+    images: dict[str, str] = field(default_factory=dict)
+    image_kinds: dict[str, str] = field(default_factory=dict)
+
+    def runs_named(self, role: str) -> bool:
+        """Whether ``role`` is served by a named image rather than our stand-in."""
+        return self.image_kinds.get(role) == "named"
 
     def to_json(self) -> str:
         servers = {name: _without_name(asdict(info)) for name, info in self.servers.items()}
@@ -83,7 +91,14 @@ class StackState:
     def from_json(cls, text: str) -> StackState:
         data = json.loads(text)
         servers = {name: ServerInfo(name=name, **info) for name, info in data["servers"].items()}
-        return cls(servers, data["sandbox_image"], data["bridge_ip"], data["resolver"])
+        return cls(
+            servers,
+            data["sandbox_image"],
+            data["bridge_ip"],
+            data["resolver"],
+            data.get("images", {}),
+            data.get("image_kinds", {}),
+        )
 
 
 def read_state() -> StackState:

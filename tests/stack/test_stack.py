@@ -17,6 +17,7 @@ from opensandbox import SandboxSync
 from opensandbox.exceptions import SandboxApiException
 from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
 
+from tests.containers import containers_of
 from tests.stack.state import ServerInfo, StackState
 
 SERVERS = ["plain", "dns", "dns+nft"]
@@ -41,12 +42,6 @@ def _destroy_unless_gone(sb: SandboxSync) -> None:
     except SandboxApiException as error:
         if error.status_code != 404:
             raise
-
-
-def containers_of(sandbox_id: str) -> list[str]:
-    return docker(
-        "ps", "-a", "--format", "{{.Names}}", "--filter", f"label=opensandbox.io/id={sandbox_id}"
-    ).split()
 
 
 def docker(*args: str) -> str:

@@ -1,0 +1,81 @@
+"""A sandbox's containers as the Docker engine shows them, and real faults made on them.
+
+The execd stand-in has a test-only switch that stalls its streams; the real execd has none. A
+sandbox whose container is frozen (``docker pause``, the cgroup freezer) is a real stall that
+any execd shows the same way: the connection stays open, the kernel still acknowledges, and no
+byte, heartbeat or terminal event comes while the container is frozen.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+# How long a command may take to appear in its container's process list.
+START_SECONDS = 30.0
+
+
+def containers_of(sandbox: str) -> list[str]:
+    """The names of a sandbox's containers (with an egress sidecar there are two)."""
+    listed = subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"label=opensandbox.io/id={sandbox}"]
+        + ["--format", "{{.Names}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return listed.stdout.split()
+
+
+def wait_until_running(container: str, process: str) -> None:
+    """Returns once ``process`` shows in the container's process list, so that a fault made next
+    lands mid-command and not before the command has started."""
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        top = subprocess.run(["docker", "top", container], capture_output=True, text=True)
+        if process in top.stdout:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"{process!r} never started in container {container}")
+
+
+def freeze(container: str) -> None:
+    subprocess.run(["docker", "pause", container], check=True, capture_output=True)
+
+
+def run_frozen(sandbox: str, marker: str, call: Callable[[], Any]) -> Any:
+    """Runs ``call`` (a command whose line holds ``marker``) on a thread, freezes the sandbox's
+    containers once the command runs, and returns what ``call`` returned."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # handed to the test thread as it is
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    containers = containers_of(sandbox)
+    wait_until_running(_main(containers), marker)
+    for container in containers:
+        freeze(container)
+    # The backend notices a silent stream within its 10 s stall window and destroys the sandbox;
+    # two minutes is long past that, so a call still running then hangs.
+    thread.join(120)
+    if thread.is_alive():
+        pytest.fail(f"the call on frozen sandbox {sandbox} did not come back within 120 s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _main(containers: list[str]) -> str:
+    """The sandbox's own container, not its egress sidecar (the server names it ...-egress)."""
+    main = [name for name in containers if "egress" not in name]
+    return main[0] if main else containers[0]
