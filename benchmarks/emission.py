@@ -49,8 +49,8 @@ def _drain(endpoint, command: str) -> tuple[int, float]:
         while chunk := sock.recv(READ_SIZE):
             received += len(chunk)
             seen = seen[-len(TERMINAL) :] + chunk
-            # Timed to the terminal event, not to the last chunk about a second later (§3.7),
-            # which is execd's delay rather than its rate.
+            # Timed to the terminal event, not to the last chunk about a second later
+            # (docs/execd-wire.rst, wire-grace), which is execd's delay rather than its rate.
             if ended is None and TERMINAL in seen:
                 ended = time.monotonic()
             if seen.endswith(LAST_CHUNK):
