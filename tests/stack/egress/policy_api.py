@@ -1,5 +1,5 @@
-"""The sidecar's HTTP API on :18080, after `policy_server.go` (docs/execd-wire.rst,
-wire-egress-api, wire-egress-get, wire-egress-patch, wire-egress-delete)."""
+"""The sidecar's HTTP API on :18080, after `policy_server.go`
+(docs/execd-wire.rst, wire-egress-api, wire-egress-get, wire-egress-patch, wire-egress-delete)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """A stand-in for OpenSandbox's execd daemon, for the local test stack.
 
 It serves every execd endpoint that the opensandbox SDK's sync client calls and reproduces execd's
-wire behaviour as docs/execd-wire.rst states it; a comment such as "(docs/execd-wire.rst,
-wire-lines)" names the section whose fact the code beside it reproduces. It is stdlib
+wire behaviour as this project documents it; a comment such as "(docs/execd-wire.rst, wire-lines)"
+names the section of that page whose fact the code beside it reproduces. It is stdlib
 only because it runs inside the sandbox, where the image's python3 is all there is. The server
 copies exactly one file, /execd, out of the execd image into every sandbox, so the image build
 zips this directory into one executable file (a zipapp); its modules import each other by their
