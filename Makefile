@@ -78,7 +78,7 @@ demo: setup
 	  $(if $(AIRFLOW_PORT),--port $(AIRFLOW_PORT))
 
 # Our backend beside common-ai's built-in one and the raw SDK, on the local stack, in one run
-# (~15 min): the table of ratios against the goals of issues 4 and 7, and artifacts/bench.json.
+# (~15 min): the table of ratios against the speed and memory goals, and artifacts/bench.json.
 # It reports; it is not a gate of `make test`.
 bench: setup
 	$(STACK) run -- $(PY) -m benchmarks

@@ -56,8 +56,8 @@ def _drain(endpoint, command: str) -> tuple[int, float, float]:
                 longest_gap, last_read = max(longest_gap, now - last_read), now
             received += len(chunk)
             seen = seen[-len(TERMINAL) :] + chunk
-            # Timed to the terminal event, not to the last chunk about a second later (§3.7),
-            # which is execd's delay rather than its rate.
+            # Timed to the terminal event, not to the last chunk about a second later
+            # (docs/execd-wire.rst, wire-grace), which is execd's delay rather than its rate.
             if ended is None and TERMINAL in seen:
                 ended = time.monotonic()
             if seen.endswith(LAST_CHUNK):

@@ -1,4 +1,4 @@
-"""The bench's table: one row per measurement, the ratios, and the goals of issues 4 and 7."""
+"""The bench's table: one row per measurement, the ratios, and the speed and memory goals."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from benchmarks.subjects import SUBJECTS
 
 @dataclass(frozen=True)
 class Goal:
-    """A target from an issue, checked against the row it belongs to."""
+    """A target the backend is held to, checked against the row it belongs to."""
 
     text: str
     # True or False, None when a value is missing, or a verdict of its own in words.

@@ -15,10 +15,10 @@ LINE = "x" * 99
 LINES_BYTES = 200_000_000
 LINES_COMMAND = f"yes {LINE} | head -c {LINES_BYTES}"
 
-# 1 GiB on one line, the model-written `cat /dev/zero` that issue 4 is about.
+# 1 GiB on one line, a model-written `cat /dev/zero`: the case the worker-memory goal is for.
 NO_NEWLINE_BYTES = 1024 * MIB
 # The raw SDK and the built-in backend hold a whole line in memory several times over and take
-# about a second per MiB on it (issue 4: 64 MiB raised RSS by 515 MB in 62 s), so 1 GiB would
+# about a second per MiB on it (measured: 64 MiB raised RSS by 515 MB in 62 s), so 1 GiB would
 # take the worker down or run for a quarter of an hour. All three are measured at this size,
 # bounded by NO_NEWLINE_SECONDS, and ours alone at 1 GiB as well.
 NO_NEWLINE_REDUCED_BYTES = 64 * MIB

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-# airflow-lab.md §5: no sandbox (we run as root), no GPU, and nothing that phones home.
+# No sandbox (we run as root), no GPU, and nothing that phones home.
 CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--disable-gpu",

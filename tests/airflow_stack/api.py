@@ -71,7 +71,7 @@ class AirflowApi:
         self._call("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": False})
 
     def trigger(self, dag_id: str, run_id: str) -> None:
-        # logical_date is required by the schema but may be null (airflow-lab.md, pitfall P14).
+        # logical_date is required by the schema but may be null, so null is sent.
         self._call(
             "POST",
             f"/api/v2/dags/{dag_id}/dagRuns",
@@ -106,6 +106,6 @@ class AirflowApi:
             f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
             f"/logs/{try_number}"
         )
-        # Only JSON or NDJSON is served (airflow-lab.md, pitfall P15).
+        # Only JSON or NDJSON is served; an Accept of text/plain is refused.
         content = self._call("GET", path, headers={"Accept": "application/json"}).json()["content"]
         return [event for event in content if isinstance(event, dict)]

@@ -1,7 +1,7 @@
 """Starts Airflow's four components, each in its own session with a PID file, and stops them by PID.
 
 ``airflow standalone`` started from a script ignores SIGINT, and terminating it orphans the
-scheduler and api-server (airflow-lab.md, pitfall P4). Each component here leads its own
+scheduler and api-server (SIGTERM reaches only its supervisor). Each component here leads its own
 process group instead, so one signal to that group ends the component and every worker it forked.
 """
 

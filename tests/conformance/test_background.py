@@ -1,5 +1,5 @@
-"""Background commands: their stream, their logs and their status (execd-behaviour.md §2.2.4,
-§2.3, §2.4; §11.3)."""
+"""Background commands: their stream, their logs and their status
+(docs/execd-wire.rst, wire-background, wire-status, wire-logs)."""
 
 import time
 from datetime import timedelta

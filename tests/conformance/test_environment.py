@@ -1,4 +1,5 @@
-"""What a command's environment and working directory are (execd-behaviour.md §2.2.2, §2.2.3)."""
+"""What a command's environment and working directory are
+(docs/execd-wire.rst, wire-command-request, wire-launch)."""
 
 import pytest
 from opensandbox import SandboxSync

@@ -1,4 +1,5 @@
-"""The /command event stream on the wire (execd-behaviour.md §3.1, §3.2, §3.3, §3.7; §11.1).
+"""The /command event stream on the wire (docs/execd-wire.rst, wire-framing, wire-events,
+wire-sequences, wire-ping, wire-grace).
 
 These read the raw response, because the SDK hides the framing, the headers and the close.
 """

@@ -1,4 +1,4 @@
-"""How a foreground command's end is reported (execd-behaviour.md §3.6, §4; §11.1, §11.4)."""
+"""How a foreground command's end is reported (docs/execd-wire.rst, wire-exit, wire-timeout)."""
 
 from datetime import timedelta
 

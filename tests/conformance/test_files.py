@@ -1,4 +1,5 @@
-"""The file and directory endpoints (execd-behaviour.md §2.6-§2.16; §11.5)."""
+"""The file and directory endpoints (docs/execd-wire.rst, wire-upload, wire-download, wire-range,
+wire-info, wire-listing)."""
 
 import pytest
 from opensandbox import SandboxSync

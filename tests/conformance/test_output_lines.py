@@ -1,5 +1,5 @@
-"""How command output becomes events, seen through the real SDK (execd-behaviour.md §3.4, §3.5;
-§11.2)."""
+"""How command output becomes events, seen through the real SDK
+(docs/execd-wire.rst, wire-lines, wire-ordering)."""
 
 from opensandbox import SandboxSync
 

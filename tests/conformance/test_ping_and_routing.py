@@ -1,4 +1,5 @@
-"""Readiness, the reverse proxy and unknown routes (execd-behaviour.md §1.1, §1.5, §2.1; §11.7)."""
+"""Readiness, the reverse proxy and unknown routes (docs/execd-wire.rst, wire-readiness, wire-proxy,
+wire-routes)."""
 
 import httpx
 from opensandbox import SandboxSync

@@ -1,5 +1,5 @@
 """Timeouts, interrupts and disconnects: what happens to the command's processes
-(execd-behaviour.md §2.5, §3.7, §4; §11.4)."""
+(docs/execd-wire.rst, wire-interrupt, wire-timeout, wire-disconnect)."""
 
 import threading
 import time

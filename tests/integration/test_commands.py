@@ -27,8 +27,9 @@ def test_blank_lines_survive_the_event_stream(sandbox) -> None:
 
 
 def test_an_unterminated_last_line_comes_back_terminated(sandbox) -> None:
-    # execd sends the last line of 'A\n\nB\nC' exactly as that of 'A\n\nB\nC\n' (§3.4), so the
-    # backend restores the common case; the toolset splits on lines, so the model cannot tell.
+    # execd sends the last line of 'A\n\nB\nC' exactly as that of 'A\n\nB\nC\n'
+    # (docs/execd-wire.rst, wire-lines), so the backend restores the common case; the toolset splits
+    # on lines, so the model cannot tell.
     assert sandbox.run("printf 'A\\n\\nB\\nC'").stdout == "A\n\nB\nC\n"
 
 
@@ -47,7 +48,7 @@ def test_each_stream_is_bounded_to_its_tail_while_it_streams(sandbox) -> None:
 
 
 def test_a_line_far_longer_than_the_budget_is_bounded_too(sandbox) -> None:
-    # 16 MiB with no newline arrives as a single event (§3.4).
+    # 16 MiB with no newline arrives as a single event (docs/execd-wire.rst, wire-lines).
     result = sandbox.run("head -c 16777216 /dev/zero | tr '\\0' a; echo END", max_output_bytes=100)
     assert result.stdout == "a" * 96 + "END\n"
     assert result.stdout_truncated and result.exit_code == 0

@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 BUDGET = 50 * 1024  # the toolset's default per-stream budget
-# Issue 4's goal is 32 MiB; twice that leaves room for the allocator and the HTTP stack
+# The worker-memory goal is 32 MiB; twice that leaves room for the allocator and the HTTP stack
 # without letting a worker that held the output, or any large part of it, pass.
 LIMIT = 64 * 1024 * 1024
 

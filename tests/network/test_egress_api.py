@@ -2,7 +2,8 @@
 
 Requests go where the SDK sends them: the endpoint and the auth header the server hands out
 for port 18080. Expected bodies are byte-exact, as Go's json.Encoder writes them
-(research: execd-behaviour.md §6.1-§6.5).
+(docs/execd-wire.rst, wire-egress-api, wire-egress-policy, wire-egress-get, wire-egress-patch,
+wire-egress-delete).
 """
 
 from __future__ import annotations

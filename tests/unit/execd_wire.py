@@ -1,4 +1,5 @@
-"""execd's event stream as bytes on the wire (execd-behaviour.md §3.1-3.2), for tests to feed."""
+"""execd's event stream as bytes on the wire (docs/execd-wire.rst, wire-framing, wire-events), for
+tests to feed."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 
 
 def frame(kind: str, text: str | None = None, **fields: object) -> bytes:
-    """One event as execd writes it: compact JSON, then a blank line (§3.1)."""
+    """One event as execd writes it: compact JSON, then a blank line
+    (docs/execd-wire.rst, wire-framing)."""
     event: dict[str, object] = {"type": kind}
     if text is not None:
         event["text"] = text

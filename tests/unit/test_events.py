@@ -1,4 +1,5 @@
-"""The event-stream parser, fed execd's wire format (execd-behaviour.md §3) in every split."""
+"""The event-stream parser, fed execd's wire format (docs/execd-wire.rst, wire-framing, wire-events)
+in every split."""
 
 from __future__ import annotations
 
@@ -52,9 +53,10 @@ def test_blank_lines_survive_the_event_stream(split: int) -> None:
 
 
 def test_an_unterminated_last_line_comes_back_with_a_newline() -> None:
-    # printf 'A\n\nB\nC' sends the same events as with the final newline (§3.4 flushes the
-    # held-back line at exit, unmarked), so the common case, a terminated line, is restored.
-    # The toolset splits on lines, so the model sees the same text either way.
+    # printf 'A\n\nB\nC' sends the same events as with the final newline (execd flushes the
+    # held-back line at exit, unmarked: docs/execd-wire.rst, wire-lines), so the common case, a
+    # terminated line, is restored. The toolset splits on lines, so the model sees the same text
+    # either way.
     stream = (
         frame("stdout", "A") + frame("stdout", "\n") + frame("stdout", "B") + frame("stdout", "C")
     )
@@ -103,7 +105,8 @@ TRICKY_TEXT = '\x00\x01\t"\\<>&\u2028é€😀\\u0041\\\\\\"end'
 @pytest.mark.parametrize("seed", range(6))
 def test_escaped_text_decodes_the_same_however_a_long_frame_is_split(seed: int) -> None:
     # Go escapes control characters as \u00XX (six bytes for one), quotes, backslashes and
-    # <>& (§3.1); a cut anywhere in an escape or a UTF-8 character must not change the tail.
+    # <>& (docs/execd-wire.rst, wire-framing); a cut anywhere in an escape or a UTF-8 character must
+    # not change the tail.
     line = TRICKY_TEXT * 200_000
     parser = random_splits(frame("stderr", line) + complete(), seed, max_bytes=333)
     assert parser.stderr.text() == (line + "\n").encode()[-333:].decode("utf-8", errors="ignore")
@@ -148,7 +151,8 @@ def test_an_exit_status_is_read_from_the_error_event() -> None:
 
 
 def test_a_signal_is_reported_as_minus_one_with_its_name() -> None:
-    # kill -9 $$ and a deadline both end as evalue "-1", traceback "signal: killed" (§3.6).
+    # kill -9 $$ and a deadline both end as evalue "-1", traceback "signal: killed"
+    # (docs/execd-wire.rst, wire-exit).
     parser = parse(failed("-1", "signal: killed"), split=4)
     assert parser.ending is not None
     assert (parser.ending.exit_code, parser.ending.message) == (-1, "signal: killed")
@@ -182,7 +186,8 @@ def test_a_long_frame_cut_off_by_the_end_of_the_stream_keeps_what_arrived() -> N
 
 
 def test_sse_data_framing_is_read_as_well() -> None:
-    # The SDK accepts standard SSE "data:" events as well as execd's bare JSON (§3.1).
+    # The SDK accepts standard SSE "data:" events as well as execd's bare JSON
+    # (docs/execd-wire.rst, wire-framing).
     stream = b"".join(b"data: " + event for event in (frame("stdout", "hi"), complete()))
     parser = parse(stream, split=5)
     assert parser.stdout.text() == "hi\n"

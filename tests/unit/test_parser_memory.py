@@ -15,7 +15,7 @@ import pytest
 
 # The default per-stream budget of the toolset.
 BUDGET = 50 * 1024
-# Issue 4's goal is 32 MiB; twice that leaves room for the allocator without letting a
+# The worker-memory goal is 32 MiB; twice that leaves room for the allocator without letting a
 # parser that holds a whole 1 GiB line, or any fraction of one worth having, pass.
 LIMIT = 64 * 1024 * 1024
 

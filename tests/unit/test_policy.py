@@ -19,7 +19,8 @@ def targets(spec: SandboxSpec) -> list[str]:
 def sidecar_answer(
     default: str = "deny", allowed: list[str] | None = None, mode: str | None = "dns+nft"
 ) -> dict:
-    """The sidecar's GET /policy answer (execd-behaviour.md §6.3): no rules is a null list."""
+    """The sidecar's GET /policy answer (docs/execd-wire.rst, wire-egress-get): no rules is a null
+    list."""
     rules = [{"action": "allow", "target": target} for target in allowed] if allowed else None
     answer: dict = {
         "status": "ok",

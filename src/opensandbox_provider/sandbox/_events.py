@@ -3,10 +3,10 @@ execd's command event stream, parsed incrementally into byte-bounded output.
 
 execd answers ``POST /command`` with one compact JSON object per event, each followed by
 a blank line, and one event per output line with the line's terminator stripped
-(execd-behaviour.md §3.1, §3.4). Nothing bounds a line: a command that prints 1 GiB with
-no newline arrives as a single 1 GiB event. So this parser never needs a whole event in
-memory. Frames up to :data:`MAX_WHOLE_FRAME` are parsed whole; the text of a longer one is
-read as it streams, keeping only what the stream's tail can still use.
+(docs/execd-wire.rst, wire-framing, wire-lines). Nothing bounds a line: a command that prints 1 GiB
+with no newline arrives as a single 1 GiB event. So this parser never needs a whole event in memory.
+Frames up to :data:`MAX_WHOLE_FRAME` are parsed whole; the text of a longer one is read as it
+streams, keeping only what the stream's tail can still use.
 
 The parser is pure: it is fed bytes and holds what it has learned, so it can be tested
 with any split of the stream, and it does no I/O of its own.
@@ -32,16 +32,17 @@ _ESCAPE_EXPANSION = 6
 _MAX_ERROR_TEXT = 4096
 
 # The start of an output frame, up to the opening quote of its text: execd's encoder writes
-# "type" first and "text" second (execd-behaviour.md §3.2). SSE's "data:" prefix is allowed,
-# since the SDK accepts that framing too.
+# "type" first and "text" second (docs/execd-wire.rst, wire-events). SSE's "data:" prefix is
+# allowed, since the SDK accepts that framing too.
 _OUTPUT_FRAME_HEAD = re.compile(
     rb'\s*(?:data:[ \t]?)?\{\s*"type"\s*:\s*"(stdout|stderr)"\s*,\s*"text"\s*:\s*"'
 )
 _STATUS = re.compile(r"\s*-?\d+\s*")
 
 # A frame exactly as execd writes an output line or a heartbeat whose text is printable ASCII
-# without a quote or a backslash, so that its JSON text is the text itself (§3.2). Nearly every
-# frame of a chatty command is one; a run of nothing else is parsed with two scans at C speed.
+# without a quote or a backslash, so that its JSON text is the text itself
+# (docs/execd-wire.rst, wire-events). Nearly every frame of a chatty command is one; a run of
+# nothing else is parsed with two scans at C speed.
 _PLAIN_FRAME = rb'\{"type":"(?:stdout|stderr|ping)","text":"[ !#-\[\]-~]+","timestamp":[0-9]+\}'
 _PLAIN_FRAMES = re.compile(rb"(?:" + _PLAIN_FRAME + rb"\n\n)*+" + _PLAIN_FRAME)
 _PLAIN_TEXTS = {
@@ -127,7 +128,7 @@ class EventParser:
 
     Feed it bytes in any split with :meth:`feed` and call :meth:`close` at the end of the
     stream. Once :attr:`ending` is set the command is over: execd sends no output after its
-    terminal event (execd-behaviour.md §3.5), so anything fed later is ignored.
+    terminal event (docs/execd-wire.rst, wire-ordering), so anything fed later is ignored.
     """
 
     def __init__(self, max_output_bytes: int) -> None:
@@ -238,9 +239,10 @@ class EventParser:
 
 
 def _restore_lines(texts: list[str]) -> bytes:
-    # execd strips each line's terminator and sends a blank line as "\n" (§3.4), so the
-    # terminator goes back on every line that is not one already. Lines that ended in "\r"
-    # or "\r\n" come back ending in "\n": the event no longer says which it was.
+    # execd strips each line's terminator and sends a blank line as "\n"
+    # (docs/execd-wire.rst, wire-lines), so the terminator goes back on every line that is not one
+    # already. Lines that ended in "\r" or "\r\n" come back ending in "\n": the event no longer says
+    # which it was.
     return "".join(text if text == "\n" else text + "\n" for text in texts).encode(
         "utf-8", "replace"
     )

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from opensandbox.models.sandboxes import NetworkPolicy
 
 # Only this mode drops connections at the address layer as well as filtering names
-# (execd-behaviour.md §6.6).
+# (docs/execd-wire.rst, wire-egress-modes).
 ADDRESS_LAYER_MODE = "dns+nft"
 # The sidecar's answer is a policy; a bigger body is not one worth reading.
 _MAX_POLICY_BODY = 1024 * 1024
@@ -85,7 +85,7 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
 
     Reads ``GET /policy`` itself rather than through the SDK, whose ``get_egress_policy``
     drops the enforcement mode and fails on the ``"egress": null`` the sidecar reports
-    for a policy without rules (execd-behaviour.md §6.3).
+    for a policy without rules (docs/execd-wire.rst, wire-egress-get).
     """
     try:
         with http.get(EGRESS_PORT, "/policy", "Get egress policy") as response:

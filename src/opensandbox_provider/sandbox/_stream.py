@@ -2,7 +2,7 @@
 One command over execd's event stream: ``POST /command``, read until the command ends.
 
 The SDK's own client reads the stream to its end, which execd holds open about a second
-after the command has finished (execd-behaviour.md §3.7), and has no read timeout at all.
+after the command has finished (docs/execd-wire.rst, wire-grace), and has no read timeout at all.
 This reads incrementally with :class:`EventParser`, returns at the terminal event, and
 notices a stream that has gone quiet from execd's heartbeat instead of from the budget.
 """
@@ -18,8 +18,9 @@ from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 from opensandbox_provider.sandbox._events import Ending, EventParser
 from opensandbox_provider.sandbox._http import EXECD_PORT, SandboxHttp, api_error, iter_body
 
-# execd sends a heartbeat every 3 s while a command runs (§3.7), so this long without a
-# single byte is three heartbeats missed: the stream has stalled, whatever the command does.
+# execd sends a heartbeat every 3 s while a command runs (docs/execd-wire.rst, wire-ping), so this
+# long without a single byte is three heartbeats missed: the stream has stalled, whatever the
+# command does.
 STALL_WINDOW = 10.0
 # A stream whose heartbeats keep coming but which never ends is given up this long past
 # the command's budget; execd kills a command at its deadline, so this is never reached

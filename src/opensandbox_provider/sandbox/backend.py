@@ -532,7 +532,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def write_file(self, sandbox: str, path: str, content: bytes) -> None:
         record = self._sandbox(sandbox)
         path = record.resolve(path)
-        # execd creates the parent directories of an upload itself (execd-behaviour.md §2.6).
+        # execd creates the parent directories of an upload itself
+        # (docs/execd-wire.rst, wire-upload).
         with translated(f"write {path!r}", missing=self._missing(record, path)):
             record.sdk.files.write_file(path, content, mode=644)
 

@@ -1,4 +1,5 @@
-"""The DNS proxy every query of the sandbox is redirected to (`pkg/dnsproxy/proxy.go`, §6.6)."""
+"""The DNS proxy every query of the sandbox is redirected to, after `pkg/dnsproxy/proxy.go`
+(docs/execd-wire.rst, wire-egress-modes)."""
 
 from __future__ import annotations
 

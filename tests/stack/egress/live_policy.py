@@ -1,4 +1,5 @@
-"""The policy in force, and how a change reaches the kernel (`commitPolicy`, §6.4 step 6)."""
+"""The policy in force, and how a change reaches the kernel, after `commitPolicy`
+(docs/execd-wire.rst, wire-egress-patch)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ DNS_NFT = "dns+nft"
 
 
 def parse_enforcement_mode(raw: str) -> str:
-    """`ParseEgressMode`: `dns` is required, `nft` optional, `+`-joined in any order (§6.2)."""
+    """`ParseEgressMode`: `dns` is required, `nft` optional, `+`-joined in any order
+    (docs/execd-wire.rst, wire-egress-modes)."""
     tokens = {t.strip() for t in raw.strip().lower().split("+") if t.strip()} or {"dns"}
     if not tokens <= {"dns", "nft"} or "dns" not in tokens:
         print(f"invalid OPENSANDBOX_EGRESS_MODE={raw!r}; falling back to dns", file=sys.stderr)

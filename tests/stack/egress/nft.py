@@ -2,7 +2,7 @@
 
 Two tables, as the real sidecar keeps two mechanisms apart: the DNS redirect (it uses iptables
 `nat OUTPUT`, `pkg/iptables/redirect.go`) and, in dns+nft mode only, the egress filter
-(`table inet opensandbox`, `pkg/nftables/manager.go`). Research: execd-behaviour.md §6.6.
+(`table inet opensandbox`, `pkg/nftables/manager.go`) (docs/execd-wire.rst, wire-egress-modes).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def run(script: str) -> None:
 
 
 def redirect_script() -> str:
-    """Every UDP and TCP query to port 53 goes to the proxy, except the proxy's own (§6.6)."""
+    """Every UDP and TCP query to port 53 goes to the proxy, except the proxy's own
+    (docs/execd-wire.rst, wire-egress-modes)."""
     t = f"inet {REDIRECT_TABLE}"
     return "\n".join(
         [
@@ -110,7 +111,8 @@ def _timeout(ttl: int) -> int:
 
 
 def learned_script(addresses: list[tuple[str, int]]) -> str:
-    """Addresses from an allowed answer, added before the answer is returned (§6.6 rule 7)."""
+    """Addresses from an allowed answer, added before the answer is returned
+    (docs/execd-wire.rst, wire-egress-modes)."""
     elements = ", ".join(f"{address} timeout {_timeout(ttl)}s" for address, ttl in addresses)
     return f"add element inet {FILTER_TABLE} dyn_allow_v4 {{ {elements} }}\n"
 

@@ -1,7 +1,8 @@
 """The sidecar's network policy: parsing, evaluation of names, and the PATCH/DELETE merges.
 
 Every rule here reproduces `components/egress/pkg/policy/policy.go` and
-`components/egress/policy_utils.go` of OpenSandbox (research: execd-behaviour.md §6.2, §6.4, §6.5).
+`components/egress/policy_utils.go` of OpenSandbox (docs/execd-wire.rst, wire-egress-policy,
+wire-egress-patch, wire-egress-delete).
 """
 
 from __future__ import annotations
@@ -27,14 +28,16 @@ class Rule:
 
     @property
     def network(self) -> IPNetwork | None:
-        """The IP or CIDR a target names, or None for a domain target (§6.2: kind by parse)."""
+        """The IP or CIDR a target names, or None for a domain target; the kind is decided by
+        parsing (docs/execd-wire.rst, wire-egress-policy)."""
         try:
             return ipaddress.ip_network(self.target, strict=False)
         except ValueError:
             return None
 
     def matches_name(self, name: str) -> bool:
-        # §6.2: exact names and `*.suffix`; the wildcard does not match the bare suffix.
+        # Exact names and `*.suffix`; the wildcard does not match the bare suffix
+        # (docs/execd-wire.rst, wire-egress-policy).
         pattern = self.target.lower()
         if pattern.startswith("*."):
             return name.endswith(pattern[1:]) and name != pattern[2:]
@@ -47,7 +50,8 @@ class Rule:
 @dataclass(frozen=True)
 class Policy:
     default_action: str = DENY
-    # None reproduces the Go nil slice, which the sidecar serializes as `"egress": null` (§6.2).
+    # None reproduces the Go nil slice, which the sidecar serializes as `"egress": null`
+    # (docs/execd-wire.rst, wire-egress-policy).
     egress: tuple[Rule, ...] | None = None
 
     @property
@@ -56,13 +60,14 @@ class Policy:
 
     @property
     def mode(self) -> str:
-        # §6.2 `modeFromPolicy`.
+        # `modeFromPolicy` (docs/execd-wire.rst, wire-egress-policy).
         if not self.rules:
             return "allow_all" if self.default_action == ALLOW else "deny_all"
         return "enforcing"
 
     def evaluate(self, name: str) -> str:
-        """Allow or deny for a queried name: the first matching domain rule wins (§6.2)."""
+        """Allow or deny for a queried name: the first matching domain rule wins
+        (docs/execd-wire.rst, wire-egress-policy)."""
         name = name.rstrip(".").lower()
         for rule in self.rules:
             if rule.network is None and rule.matches_name(name):
@@ -70,7 +75,8 @@ class Policy:
         return self.default_action
 
     def networks(self, action: str) -> list[IPNetwork]:
-        """The IP/CIDR targets with `action`, which only nftables enforces (§6.6)."""
+        """The IP/CIDR targets with `action`, which only nftables enforces
+        (docs/execd-wire.rst, wire-egress-modes)."""
         return [r.network for r in self.rules if r.action == action and r.network is not None]
 
     def to_json(self) -> dict[str, object]:
@@ -105,7 +111,8 @@ def _decode_rule(raw: object) -> Rule:
 
 
 def _normalized(rule: Rule) -> Rule:
-    # §6.2 `normalizePolicy`: an empty action means deny, an empty target is an error.
+    # `normalizePolicy`: an empty action means deny, an empty target is an error
+    # (docs/execd-wire.rst, wire-egress-policy).
     target = rule.target.strip()
     if not target:
         raise PolicyError("egress target cannot be empty")
@@ -113,7 +120,8 @@ def _normalized(rule: Rule) -> Rule:
 
 
 def parse_policy(text: str) -> Policy:
-    """`ParsePolicy`: empty, `null` and `{}` all mean the default deny policy (§6.2)."""
+    """`ParsePolicy`: empty, `null` and `{}` all mean the default deny policy
+    (docs/execd-wire.rst, wire-egress-policy)."""
     text = text.strip()
     if text in ("", "null", "{}"):
         return Policy()
@@ -130,7 +138,8 @@ def parse_policy(text: str) -> Policy:
 
 
 def parse_rules(text: str) -> list[Rule]:
-    """A PATCH body: a JSON array of rules, not yet validated (§6.4)."""
+    """A PATCH body: a JSON array of rules, not yet validated
+    (docs/execd-wire.rst, wire-egress-patch)."""
     raw = _decode_json(text)
     if not isinstance(raw, list):
         raise PolicyError("json: cannot unmarshal a non-array into a list of egress rules")
@@ -138,7 +147,7 @@ def parse_rules(text: str) -> list[Rule]:
 
 
 def parse_targets(text: str) -> list[str]:
-    """A DELETE body: a JSON array of target strings (§6.5)."""
+    """A DELETE body: a JSON array of target strings (docs/execd-wire.rst, wire-egress-delete)."""
     raw = _decode_json(text)
     if not isinstance(raw, list) or not all(isinstance(t, str) for t in raw):
         raise PolicyError("json: cannot unmarshal into a list of strings")
@@ -146,7 +155,8 @@ def parse_targets(text: str) -> list[str]:
 
 
 def patched(current: Policy, patch: list[Rule]) -> Policy:
-    """§6.4: patch rules first (first occurrence per target wins), then the untouched old rules.
+    """Patch rules first (first occurrence per target wins), then the untouched old rules
+    (docs/execd-wire.rst, wire-egress-patch).
 
     Validation happens after the merge, as in the sidecar, so a bad patch rule is reported as
     an invalid merged policy.
@@ -158,7 +168,8 @@ def patched(current: Policy, patch: list[Rule]) -> Policy:
 
 
 def without_targets(current: Policy, targets: list[str]) -> tuple[Policy, int]:
-    """§6.5: drop rules whose lowercased target is listed; an emptied list stays `[]`, not null."""
+    """Drop rules whose lowercased target is listed; an emptied list stays `[]`, not null
+    (docs/execd-wire.rst, wire-egress-delete)."""
     doomed = {t.strip().lower() for t in targets if t.strip()}
     kept = tuple(r for r in current.rules if r.target.lower() not in doomed)
     return Policy(current.default_action, kept), len(current.rules) - len(kept)

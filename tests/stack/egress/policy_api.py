@@ -1,4 +1,5 @@
-"""The sidecar's HTTP API on :18080 (`policy_server.go`, research: execd-behaviour.md §6.1-§6.5)."""
+"""The sidecar's HTTP API on :18080, after `policy_server.go`
+(docs/execd-wire.rst, wire-egress-api, wire-egress-get, wire-egress-patch, wire-egress-delete)."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ class PolicyAPIHandler(BaseHTTPRequestHandler):
         return payload
 
     def _patch(self, live: LivePolicy, body: str) -> dict[str, object]:
-        # §6.4 `handlePatch`.
+        # `handlePatch` (docs/execd-wire.rst, wire-egress-patch).
         if not body:
             raise HTTPError(400, "empty body")
         try:
@@ -110,7 +111,7 @@ class PolicyAPIHandler(BaseHTTPRequestHandler):
         return self._status(new)
 
     def _delete(self, live: LivePolicy, body: str) -> dict[str, object]:
-        # §6.5 `handleDelete`.
+        # `handleDelete` (docs/execd-wire.rst, wire-egress-delete).
         if not body:
             raise HTTPError(400, "empty body")
         try:
@@ -147,7 +148,8 @@ class PolicyAPIHandler(BaseHTTPRequestHandler):
             raise HTTPError(500, f"failed to apply nftables policy: {exc}") from exc
 
     def _authorized(self) -> bool:
-        # Checked only when a token is configured, with a constant-time comparison (§6.1).
+        # Checked only when a token is configured, with a constant-time comparison
+        # (docs/execd-wire.rst, wire-egress-api).
         token = self.server.token
         provided = self.headers.get(AUTH_HEADER, "")
         return not token or hmac.compare_digest(provided.encode(), token.encode())

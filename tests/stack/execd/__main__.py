@@ -1,8 +1,8 @@
 """A stand-in for OpenSandbox's execd daemon, for the local test stack.
 
 It serves every execd endpoint that the opensandbox SDK's sync client calls and reproduces execd's
-wire behaviour as written down in the project's research note `execd-behaviour.md`; a comment
-"§3.4" points to the section of that note whose fact the code below it reproduces. It is stdlib
+wire behaviour as this project documents it; a comment such as "(docs/execd-wire.rst, wire-lines)"
+names the section of that page whose fact the code beside it reproduces. It is stdlib
 only because it runs inside the sandbox, where the image's python3 is all there is. The server
 copies exactly one file, /execd, out of the execd image into every sandbox, so the image build
 zips this directory into one executable file (a zipapp); its modules import each other by their
@@ -35,7 +35,7 @@ from exchange import Exchange
 from routes import dispatch
 from stall import STALL
 
-EXECD_PORT = 44772  # §1.1
+EXECD_PORT = 44772  # (docs/execd-wire.rst, wire-routes)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -55,7 +55,8 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
-    # §2.2.3: commands may run concurrently; the stdlib's backlog of 5 is too small for that.
+    # Commands may run concurrently; the stdlib's backlog of 5 is too small for that
+    # (docs/execd-wire.rst, wire-launch).
     request_queue_size = 128
 
 

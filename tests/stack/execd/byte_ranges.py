@@ -1,4 +1,5 @@
-"""The two Range parsers a download meets: execd's own, then Go's http.ServeContent's (§2.7)."""
+"""The two Range parsers a download meets: execd's own, then Go's http.ServeContent's
+(docs/execd-wire.rst, wire-range)."""
 
 from go_encoding import go_parse_int
 
@@ -10,8 +11,8 @@ class InvalidRange(Exception):
 
 
 def execd_ranges(header: str, size: int) -> list[tuple[int, int]]:
-    """§2.7: execd's ParseRange. (start, length) pairs; ranges starting at or past the end are
-    dropped and ends are clipped to the file."""
+    """execd's ParseRange. (start, length) pairs; ranges starting at or past the end are
+    dropped and ends are clipped to the file (docs/execd-wire.rst, wire-range)."""
     if not header.startswith("bytes="):
         raise InvalidRange
     ranges = []

@@ -1,4 +1,5 @@
-"""A command after its start: status, background logs and interrupt (§2.3, §2.4, §2.5)."""
+"""A command after its start: status, background logs and interrupt
+(docs/execd-wire.rst, wire-status, wire-logs, wire-interrupt)."""
 
 from command_records import COMMANDS
 from exchange import INVALID_REQUEST_BODY, ApiError, Exchange, bad_request, runtime_error
@@ -7,7 +8,8 @@ from process_groups import terminate_group
 
 
 def command_status(exchange: Exchange, command_id: str) -> None:
-    """§2.3: an unknown id is a 404 whose code is INVALID_REQUEST_BODY."""
+    """An unknown id is a 404 whose code is INVALID_REQUEST_BODY
+    (docs/execd-wire.rst, wire-status)."""
     record = COMMANDS.get(command_id)
     if record is None:
         raise ApiError(404, INVALID_REQUEST_BODY, f"command not found: {command_id}")
@@ -15,13 +17,15 @@ def command_status(exchange: Exchange, command_id: str) -> None:
 
 
 def command_logs(exchange: Exchange, command_id: str) -> None:
-    """§2.4: raw bytes from a byte cursor to EOF, and the new EOF offset in a header."""
+    """Raw bytes from a byte cursor to EOF, and the new EOF offset in a header
+    (docs/execd-wire.rst, wire-logs)."""
     record = COMMANDS.get(command_id)
     if record is None:
         raise bad_request(f"command not found: {command_id}")
     if not record.background:
         raise bad_request(f"command {command_id} is not running in background")
-    cursor = go_parse_int(exchange.query_value("cursor")) or 0  # §2.4: unparsable means 0
+    # An unparsable cursor means 0 (docs/execd-wire.rst, wire-logs).
+    cursor = go_parse_int(exchange.query_value("cursor")) or 0
     try:
         with open(record.output_path, "rb") as output:
             if cursor < 0:
@@ -42,7 +46,8 @@ def command_logs(exchange: Exchange, command_id: str) -> None:
 
 
 def interrupt_command(exchange: Exchange) -> None:
-    """§2.5: DELETE /command?id= answers 200 only after the group is gone."""
+    """DELETE /command?id= answers 200 only after the group is gone
+    (docs/execd-wire.rst, wire-interrupt)."""
     command_id = exchange.required_query_value("id")
     record = COMMANDS.get(command_id)
     # execd's messages, typo included.

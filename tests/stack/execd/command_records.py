@@ -1,4 +1,5 @@
-"""What execd remembers about each command it ran, for status, logs and interrupt (§2.2.5)."""
+"""What execd remembers about each command it ran, for status, logs and interrupt
+(docs/execd-wire.rst, wire-status)."""
 
 import threading
 import time
@@ -9,13 +10,13 @@ from go_encoding import go_time
 
 
 def new_command_id() -> str:
-    """§2.2.3: a UUIDv4 without dashes, 32 lower-case hex digits."""
+    """A UUIDv4 without dashes, 32 lower-case hex digits (docs/execd-wire.rst, wire-launch)."""
     return uuid.uuid4().hex
 
 
 @dataclass
 class CommandRecord:
-    """What /command/status reports about one command (§2.3)."""
+    """What /command/status reports about one command (docs/execd-wire.rst, wire-status)."""
 
     id: str
     content: str
@@ -37,7 +38,8 @@ class CommandRecord:
         self.pid = 0
 
     def as_json(self) -> dict:
-        """§2.3: content, exit_code, error and finished_at are omitted while empty."""
+        """content, exit_code, error and finished_at are omitted while empty
+        (docs/execd-wire.rst, wire-status)."""
         status = {"id": self.id}
         if self.content:
             status["content"] = self.content

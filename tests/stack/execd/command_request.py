@@ -1,4 +1,5 @@
-"""The body of POST /command, decoded and validated as execd does (§2.2.1, §2.2.2)."""
+"""The body of POST /command, decoded and validated as execd does
+(docs/execd-wire.rst, wire-command-request)."""
 
 import json
 import os
@@ -37,7 +38,8 @@ RUN_COMMAND_REQUEST = GoStruct(
 
 
 def parse_command_request(body: bytes) -> CommandRequest:
-    """§2.2.2: a body execd cannot decode is a 400 INVALID_REQUEST_BODY."""
+    """A body execd cannot decode is a 400 INVALID_REQUEST_BODY
+    (docs/execd-wire.rst, wire-command-request)."""
     fields = decode_request_body(body, RUN_COMMAND_REQUEST.decode)
     return CommandRequest(
         command=fields["command"] or "",
@@ -51,7 +53,8 @@ def parse_command_request(body: bytes) -> CommandRequest:
 
 
 def validate_command_request(request: CommandRequest) -> None:
-    """§2.2.2: the validator's messages, then the uid/gid rule, then the working directory."""
+    """The validator's messages, then the uid/gid rule, then the working directory
+    (docs/execd-wire.rst, wire-command-request)."""
     problems = []
     if not request.command:
         problems.append(
@@ -74,7 +77,8 @@ def validate_command_request(request: CommandRequest) -> None:
 
 
 def working_directory_problem(cwd: str) -> str:
-    """§2.2.2: cwd is expanded with execd's own environment only, then must be a directory."""
+    """cwd is expanded with execd's own environment only, then must be a directory
+    (docs/execd-wire.rst, wire-command-request)."""
     if not cwd:
         return ""
     try:

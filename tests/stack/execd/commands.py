@@ -14,9 +14,9 @@ from output_lines import OutputTailer
 from path_expansion import PathError
 from process_groups import kill_leftovers, wait_with_deadline
 
-# §2.2.4 / §3.7: execd sleeps ApiGracefulShutdownTimeout (1 s) after the terminal event before the
+# execd sleeps ApiGracefulShutdownTimeout (1 s) after the terminal event before the
 # response ends. Closing at once would make every latency measured against the stack look better
-# than against a real server.
+# than against a real server (docs/execd-wire.rst, wire-grace).
 GRACEFUL_SHUTDOWN = 1.0
 
 
@@ -41,11 +41,13 @@ def end_after_grace(stream: EventStream, heartbeat: Heartbeat) -> None:
 
 
 def run_foreground(exchange: Exchange, request: CommandRequest) -> None:
-    """§2.2.4, §3.3: init, ping, line events, exactly one terminal event, then 1 s, then EOF."""
+    """init, ping, line events, exactly one terminal event, then 1 s, then EOF
+    (docs/execd-wire.rst, wire-sequences, wire-grace)."""
     command_id = new_command_id()
     stdout_path = output_path(command_id, "stdout")
     stderr_path = output_path(command_id, "stderr")
-    # §2.2.2: failures before the first event are plain JSON 500s.
+    # Failures before the first event are plain JSON 500s
+    # (docs/execd-wire.rst, wire-command-request).
     try:
         stdout, stderr = open_output_file(stdout_path), open_output_file(stderr_path)
     except OSError as error:
@@ -69,7 +71,8 @@ def run_foreground(exchange: Exchange, request: CommandRequest) -> None:
         try:
             process = start_process(launch, stdout, stderr)
         except OSError as error:
-            # §3.3: a start failure is init then error; no output events and no status record.
+            # A start failure is init then error; no output events and no status record
+            # (docs/execd-wire.rst, wire-sequences).
             for tailer in tailers:
                 tailer.finish()
             stream.send(stream_event("init", text=command_id))
@@ -80,11 +83,13 @@ def run_foreground(exchange: Exchange, request: CommandRequest) -> None:
             record = CommandRecord(command_id, request.command, False, stdout_path, started_at)
             record.pid = process.pid
             COMMANDS.add(record)
-            # §3.5: init is always first; the tailers' first poll is 100 ms after they start.
+            # init is always first; the tailers' first poll is 100 ms after they start
+            # (docs/execd-wire.rst, wire-ordering).
             stream.send(stream_event("init", text=command_id))
             heartbeat.start()
             returncode = wait_with_deadline(process, request.timeout_ms)
-            # §3.5: both outputs are drained before the terminal event, so none follows it.
+            # Both outputs are drained before the terminal event, so none follows it
+            # (docs/execd-wire.rst, wire-ordering).
             for tailer in tailers:
                 tailer.finish()
             stream.send(terminal_event(record, returncode))
@@ -92,7 +97,8 @@ def run_foreground(exchange: Exchange, request: CommandRequest) -> None:
 
 
 def terminal_event(record: CommandRecord, returncode: int) -> dict:
-    """§3.6: execution_complete on exit 0, otherwise error; the status record learns the same."""
+    """execution_complete on exit 0, otherwise error; the status record learns the same
+    (docs/execd-wire.rst, wire-exit)."""
     exit_code, error_text = exit_outcome(returncode)
     if returncode != 0:
         record.finish(exit_code, error_text)
@@ -106,19 +112,21 @@ class BackgroundStartFailure(Exception):
 
 
 def run_background(exchange: Exchange, request: CommandRequest) -> None:
-    """§2.2.4, §3.3: init, then execution_complete right after the start; output only via logs."""
+    """init, then execution_complete right after the start; output only via logs
+    (docs/execd-wire.rst, wire-background)."""
     command_id = new_command_id()
     stream = EventStream(exchange)
     heartbeat = Heartbeat(stream)
-    # §3.3: in the background path init is sent before anything can fail.
+    # In the background path init is sent before anything can fail
+    # (docs/execd-wire.rst, wire-sequences).
     stream.send(stream_event("init", text=command_id))
     heartbeat.start()
     started_at = time.time_ns()
     try:
         start_background(command_id, request, started_at)
     except BackgroundStartFailure as failure:
-        # §3.3: the handler's 500 JSON error is appended raw to the already-200 stream, which
-        # then ends at once.
+        # The handler's 500 JSON error is appended raw to the already-200 stream, which
+        # then ends at once (docs/execd-wire.rst, wire-sequences).
         message = f"error running commands {failure}"
         stream.append_raw(go_json({"code": RUNTIME_ERROR, "message": message}))
         heartbeat.stop()
@@ -129,7 +137,8 @@ def run_background(exchange: Exchange, request: CommandRequest) -> None:
 
 
 def start_background(command_id: str, request: CommandRequest, started_at: int) -> None:
-    """Starts the command with its record and a watcher; §2.3: a failed start records 255."""
+    """Starts the command with its record and a watcher; a failed start records 255
+    (docs/execd-wire.rst, wire-status)."""
     combined_path = output_path(command_id, "output")
     try:
         output = open_output_file(combined_path)
@@ -142,7 +151,8 @@ def start_background(command_id: str, request: CommandRequest, started_at: int) 
             raise BackgroundStartFailure(f"resolve cwd: {error}") from None
         record = CommandRecord(command_id, request.command, True, combined_path, started_at)
         try:
-            # §2.2.3: stdout and stderr share one descriptor, so they interleave truly.
+            # Stdout and stderr share one descriptor, so they interleave truly
+            # (docs/execd-wire.rst, wire-launch).
             process = start_process(launch, output, output)
         except OSError as error:
             text = start_failure_text(launch, error)
@@ -158,7 +168,8 @@ def start_background(command_id: str, request: CommandRequest, started_at: int) 
 
 
 def watch_background(process: subprocess.Popen, record: CommandRecord, timeout_ms: int) -> None:
-    """§2.2.5, §4: records the exit; at the deadline the group is SIGKILLed."""
+    """Records the exit; at the deadline the group is SIGKILLed (docs/execd-wire.rst, wire-status,
+    wire-timeout)."""
     returncode = wait_with_deadline(process, timeout_ms)
     exit_code, error_text = exit_outcome(returncode)
     record.finish(exit_code, "" if returncode == 0 else error_text)

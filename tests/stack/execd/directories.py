@@ -1,4 +1,5 @@
-"""POST /directories, GET /directories/list and DELETE /directories (§2.9, §2.10, §2.12)."""
+"""POST /directories, GET /directories/list and DELETE /directories
+(docs/execd-wire.rst, wire-mkdir, wire-listing, wire-delete-dirs)."""
 
 import os
 import shutil
@@ -20,7 +21,8 @@ from permissions import PERMISSIONS_BY_PATH, apply_permission
 
 
 def create_directories(exchange: Exchange) -> None:
-    """§2.9: MkdirAll, then the leaf (new or already there) gets the mode and ownership."""
+    """MkdirAll, then the leaf (new or already there) gets the mode and ownership
+    (docs/execd-wire.rst, wire-mkdir)."""
     for requested, permission in decode_request_body(
         exchange.body(), PERMISSIONS_BY_PATH.decode
     ).items():
@@ -34,8 +36,9 @@ def create_directories(exchange: Exchange) -> None:
 
 
 def list_directory(exchange: Exchange) -> None:
-    """§2.10: the root itself is excluded; absolute paths; depth-first pre-order with each
-    directory's entries sorted by name; symlinks are listed but never followed."""
+    """The root itself is excluded; absolute paths; depth-first pre-order with each
+    directory's entries sorted by name; symlinks are listed but never followed
+    (docs/execd-wire.rst, wire-listing)."""
     requested = exchange.required_query_value("path")
     depth = 1
     raw_depth = exchange.query_value("depth")
@@ -79,7 +82,8 @@ def list_entries(directory: str, level: int, max_depth: int, entries: list) -> N
 
 
 def delete_directories(exchange: Exchange) -> None:
-    """§2.12: RemoveAll of each path (not made absolute); missing paths and plain files are fine."""
+    """RemoveAll of each path (not made absolute); missing paths and plain files are fine
+    (docs/execd-wire.rst, wire-delete-dirs)."""
     for requested in exchange.query_values("path"):
         path = expand_path_or_runtime_error(requested, "directory")
         try:

@@ -1,4 +1,5 @@
-"""GET /files/download: a whole file, or one byte range of it (§2.7)."""
+"""GET /files/download: a whole file, or one byte range of it (docs/execd-wire.rst, wire-download,
+wire-range)."""
 
 import email.utils
 import os
@@ -11,7 +12,8 @@ from go_encoding import go_json
 
 
 def download_file(exchange: Exchange) -> None:
-    """§2.7: 200 for the whole file, 206 for the first satisfiable range only, 416 otherwise."""
+    """200 for the whole file, 206 for the first satisfiable range only, 416 otherwise
+    (docs/execd-wire.rst, wire-download, wire-range)."""
     path = expand_path_or_runtime_error(exchange.required_query_value("path"), "file path:")
     try:
         source = open(path, "rb")
@@ -37,7 +39,8 @@ def download_file(exchange: Exchange) -> None:
 
 
 def content_disposition(name: str) -> str:
-    """§2.7: non-ASCII names are percent-escaped (Go's url.PathEscape) and given as filename*."""
+    """Non-ASCII names are percent-escaped (Go's url.PathEscape) and given as filename*
+    (docs/execd-wire.rst, wire-download)."""
     if name.isascii():
         return f'attachment; filename="{name}"'
     escaped = urllib.parse.quote(name, safe="$&+,;=:@")
@@ -54,9 +57,10 @@ def respond_range(
 
 
 def respond_broken_range_error(exchange: Exchange, headers: dict, size: int) -> None:
-    """§2.7: for a Range execd cannot parse it writes a 416 JSON error {"code":"UNKNOWN"} after
+    """For a Range execd cannot parse it writes a 416 JSON error {"code":"UNKNOWN"} after
     having declared the file's size as Content-Length, so the body is dropped when it does not fit
-    and the connection closes short: the SDK sees a broken response, not a 416."""
+    and the connection closes short: the SDK sees a broken response, not a 416
+    (docs/execd-wire.rst, wire-range)."""
     payload = go_json({"code": UNKNOWN})
     exchange.respond_declared(
         416, {**headers, "Content-Length": str(size)}, payload if len(payload) <= size else b""
@@ -66,8 +70,9 @@ def respond_broken_range_error(exchange: Exchange, headers: dict, size: int) -> 
 def serve_content(
     exchange: Exchange, headers: dict, source, status: os.stat_result, range_header: str
 ) -> None:
-    """§2.7: Go's http.ServeContent, reached with no Range or with one execd found nothing to
-    serve in: 416 text/plain with "bytes */size" when no range overlaps (200 for an empty file)."""
+    """Go's http.ServeContent, reached with no Range or with one execd found nothing to
+    serve in: 416 text/plain with "bytes */size" when no range overlaps (200 for an empty file)
+    (docs/execd-wire.rst, wire-range)."""
     size = status.st_size
     headers["Last-Modified"] = email.utils.formatdate(status.st_mtime, usegmt=True)
     try:

@@ -1,4 +1,5 @@
-"""The command event stream of POST /command: events, their framing and the heartbeat (§3)."""
+"""The command event stream of POST /command: events, their framing and the heartbeat
+(docs/execd-wire.rst, wire-framing, wire-events, wire-ping)."""
 
 import itertools
 import threading
@@ -8,12 +9,13 @@ from exchange import Exchange
 from go_encoding import go_json, go_string
 from stall import STALL
 
-HEARTBEAT_INTERVAL = 3.0  # §3.7
+HEARTBEAT_INTERVAL = 3.0  # (docs/execd-wire.rst, wire-ping)
 
-# Printable ASCII that Go's encoder writes as it is: everything but ", \, <, > and & (§3.1).
+# Printable ASCII that Go's encoder writes as it is: everything but ", \, <, > and &
+# (docs/execd-wire.rst, wire-framing).
 _PLAIN_JSON_BYTES = bytes(byte for byte in range(0x20, 0x7F) if byte not in b'"\\<>&')
 
-# §3.1: the headers execd commits with the first event.
+# The headers execd commits with the first event (docs/execd-wire.rst, wire-framing).
 EVENT_STREAM_HEADERS = {
     "Content-Type": "text/event-stream",
     "Cache-Control": "no-cache",
@@ -25,32 +27,36 @@ EVENT_STREAM_HEADERS = {
 def stream_event(
     kind: str, *, text: str = "", execution_time: int = 0, error: dict | None = None
 ) -> dict:
-    """§3.2: Go's ServerStreamEvent, keys in its field order, zero values omitted (omitempty)."""
+    """Go's ServerStreamEvent, keys in its field order, zero values omitted (omitempty)
+    (docs/execd-wire.rst, wire-events)."""
     event = {"type": kind}
     if text:
         event["text"] = text
     if execution_time:
         event["execution_time"] = execution_time
-    event["timestamp"] = time.time_ns() // 1_000_000  # §3.2: Unix milliseconds
+    # Unix milliseconds (docs/execd-wire.rst, wire-events).
+    event["timestamp"] = time.time_ns() // 1_000_000
     if error:
         event["error"] = error
     return event
 
 
 def error_event(value: str, text: str) -> dict:
-    """§3.6: ename is always CommandExecError; ename, evalue and traceback are never omitted."""
+    """ename is always CommandExecError; ename, evalue and traceback are never omitted
+    (docs/execd-wire.rst, wire-exit)."""
     return stream_event(
         "error", error={"ename": "CommandExecError", "evalue": value, "traceback": [text]}
     )
 
 
 def _frame(event: dict) -> bytes:
-    """§3.1: compact JSON and a blank line."""
+    """Compact JSON and a blank line (docs/execd-wire.rst, wire-framing)."""
     return go_json(event) + b"\n\n"
 
 
 class EventStream:
-    """§3.1: one /command response: frames of compact JSON plus "\\n\\n" on a chunked 200 body."""
+    """One /command response: frames of compact JSON plus "\\n\\n" on a chunked 200 body
+    (docs/execd-wire.rst, wire-framing)."""
 
     def __init__(self, exchange: Exchange):
         self._exchange = exchange
@@ -69,7 +75,8 @@ class EventStream:
         self._send([event["type"] for event in events], [_frame(event) for event in events])
 
     def send_lines(self, kind: str, lines: list[bytes]) -> None:
-        """§3.4: one output event per line, as send_all would write them, encoded in bulk."""
+        """One output event per line, as send_all would write them, encoded in bulk
+        (docs/execd-wire.rst, wire-lines)."""
         # One timestamp per batch: the lines came from one read of the output file, and execd,
         # which stamps each as it sends it, gets through such a read in a few milliseconds.
         tail = b'","timestamp":%d}\n\n' % (time.time_ns() // 1_000_000)
@@ -99,18 +106,20 @@ class EventStream:
                 self._write(frames)
 
     def append_raw(self, body: bytes) -> None:
-        """§3.3: a failure after init is appended raw to the 200 stream, without "\\n\\n"."""
+        """A failure after init is appended raw to the 200 stream, without "\\n\\n"
+        (docs/execd-wire.rst, wire-sequences)."""
         with self._lock:
             self._write([body])
 
     def _write(self, payloads: list[bytes]) -> None:
-        # §3.7: once the client is gone nothing is written, but the command is not disturbed.
+        # Once the client is gone nothing is written, but the command is not disturbed
+        # (docs/execd-wire.rst, wire-disconnect).
         if self._client_gone:
             return
         try:
             if not self._committed:
-                # §3.1: headers are committed lazily, so a failure before the first event can
-                # still be answered as a plain JSON error.
+                # Headers are committed lazily, so a failure before the first event can
+                # still be answered as a plain JSON error (docs/execd-wire.rst, wire-framing).
                 self._exchange.start_chunked(200, EVENT_STREAM_HEADERS)
                 self._committed = True
             self._exchange.write_chunks(payloads)
@@ -134,7 +143,8 @@ class EventStream:
 
 
 class Heartbeat:
-    """§3.7: a ping right after init, then every 3 s, until the handler returns."""
+    """A ping right after init, then every 3 s, until the handler returns
+    (docs/execd-wire.rst, wire-ping)."""
 
     def __init__(self, stream: EventStream):
         self._stream = stream

@@ -6,7 +6,7 @@ from urllib.parse import parse_qs
 
 from go_encoding import go_json
 
-# §1.6: execd's error codes.
+# execd's error codes (docs/execd-wire.rst, wire-errors).
 INVALID_REQUEST_BODY = "INVALID_REQUEST_BODY"
 MISSING_QUERY = "MISSING_QUERY"
 RUNTIME_ERROR = "RUNTIME_ERROR"
@@ -18,7 +18,8 @@ UNKNOWN = "UNKNOWN"
 
 
 class ApiError(Exception):
-    """§1.6: an error execd answers as JSON {"code": ..., "message": ...}."""
+    """An error execd answers as JSON {"code": ..., "message": ...}
+    (docs/execd-wire.rst, wire-errors)."""
 
     def __init__(self, status: int, code: str, message: str):
         super().__init__(message)
@@ -28,12 +29,14 @@ class ApiError(Exception):
 
 
 def bad_request(message: str) -> ApiError:
-    """§1.6: a 400 INVALID_REQUEST_BODY, execd's answer to most requests it cannot serve."""
+    """A 400 INVALID_REQUEST_BODY, execd's answer to most requests it cannot serve
+    (docs/execd-wire.rst, wire-errors)."""
     return ApiError(400, INVALID_REQUEST_BODY, message)
 
 
 def runtime_error(message: str) -> ApiError:
-    """§1.6: a 500 RUNTIME_ERROR, execd's answer to most failures while serving a request."""
+    """A 500 RUNTIME_ERROR, execd's answer to most failures while serving a request
+    (docs/execd-wire.rst, wire-errors)."""
     return ApiError(500, RUNTIME_ERROR, message)
 
 
@@ -58,7 +61,8 @@ class Exchange:
         return self.query.get(name, [])
 
     def required_query_value(self, name: str) -> str:
-        """§1.6: a query parameter execd cannot do without; absent or empty is MISSING_QUERY."""
+        """A query parameter execd cannot do without; absent or empty is MISSING_QUERY
+        (docs/execd-wire.rst, wire-errors)."""
         value = self.query_value(name)
         if not value:
             raise ApiError(400, MISSING_QUERY, f"missing query parameter '{name}'")
@@ -73,7 +77,8 @@ class Exchange:
     def _read_body(self) -> bytes:
         stream = self.handler.rfile
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            # §2.6: the SDK streams uploads with Transfer-Encoding: chunked in direct mode.
+            # The SDK streams uploads with Transfer-Encoding: chunked in direct mode
+            # (docs/execd-wire.rst, wire-upload).
             chunks = []
             while True:
                 size = int(stream.readline().split(b";")[0].strip() or b"0", 16)
@@ -91,15 +96,16 @@ class Exchange:
             self.handler.wfile.write(body)
 
     def respond_empty(self) -> None:
-        """§1.6: RespondSuccess(nil) is a 200 with an empty body."""
+        """RespondSuccess(nil) is a 200 with an empty body (docs/execd-wire.rst, wire-errors)."""
         self.respond(200)
 
     def respond_json(self, value, status: int = 200) -> None:
-        """§1.6: gin's c.JSON."""
+        """gin's c.JSON (docs/execd-wire.rst, wire-errors)."""
         self.respond(status, go_json(value), {"Content-Type": "application/json; charset=utf-8"})
 
     def respond_error(self, error: ApiError) -> None:
-        """§1.6: RespondError(status, code, message); both keys are omitempty."""
+        """RespondError(status, code, message); both keys are omitempty
+        (docs/execd-wire.rst, wire-errors)."""
         body = {"code": error.code}
         if error.message:
             body["message"] = error.message
@@ -118,7 +124,8 @@ class Exchange:
         )
 
     def respond_not_found(self) -> None:
-        """§1.1: gin's default for unknown routes and wrong methods (no 405s)."""
+        """gin's default for unknown routes and wrong methods (no 405s)
+        (docs/execd-wire.rst, wire-routes)."""
         self.respond(404, b"404 page not found", {"Content-Type": "text/plain"})
 
     def respond_stream(self, status: int, headers: dict, source, length: int) -> None:
@@ -150,7 +157,8 @@ class Exchange:
             self.handler.send_header("Date", self.handler.date_time_string())
         for name, value in headers.items():
             # Go's net/http writes every response header value with each CR and LF replaced by a
-            # space, so a file name holding a newline (§2.7) cannot break the header block.
+            # space, so a file name holding a newline cannot break the header block
+            # (docs/execd-wire.rst, wire-paths).
             self.handler.send_header(name, value.replace("\r", " ").replace("\n", " "))
         self.handler.end_headers()
 

@@ -1,4 +1,5 @@
-"""§2.16: the FileInfo JSON every file and directory endpoint answers with."""
+"""The FileInfo JSON every file and directory endpoint answers with
+(docs/execd-wire.rst, wire-fileinfo)."""
 
 import grp
 import os
@@ -9,7 +10,7 @@ from go_encoding import go_time
 
 
 def file_type(mode: int) -> str:
-    """§2.16: symlinks are reported as such, never followed."""
+    """Symlinks are reported as such, never followed (docs/execd-wire.rst, wire-fileinfo)."""
     if stat.S_ISLNK(mode):
         return "symlink"
     if stat.S_ISDIR(mode):
@@ -32,8 +33,9 @@ def group_name(gid: int) -> str:
 
 
 def file_info(path: str, status: os.stat_result) -> dict:
-    """§2.16: FileInfo. Directories report their inode size, created_at is the ctime, and mode is
-    the permission bits written as octal digits in a decimal number (0o644 -> 644)."""
+    """FileInfo. Directories report their inode size, created_at is the ctime, and mode is
+    the permission bits written as octal digits in a decimal number (0o644 -> 644)
+    (docs/execd-wire.rst, wire-fileinfo)."""
     return {
         "path": path,
         "type": file_type(status.st_mode),

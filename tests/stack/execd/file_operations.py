@@ -1,4 +1,5 @@
-"""GET /files/info, DELETE /files and POST /files/mv (§2.8, §2.11, §2.13)."""
+"""GET /files/info, DELETE /files and POST /files/mv (docs/execd-wire.rst, wire-info,
+wire-delete-files, wire-move)."""
 
 import os
 import stat
@@ -13,8 +14,8 @@ RENAME_FILE_ITEMS = GoSliceOf(GoStruct("RenameFileItem", {"src": GO_STRING, "des
 
 
 def files_info(exchange: Exchange) -> None:
-    """§2.8: keyed by each path exactly as requested; lstat-based; the first missing path fails
-    the whole request."""
+    """Keyed by each path exactly as requested; lstat-based; the first missing path fails
+    the whole request (docs/execd-wire.rst, wire-info)."""
     infos = {}
     for requested in exchange.query_values("path"):
         try:
@@ -39,7 +40,8 @@ def requested_file_info(requested: str) -> dict:
 
 
 def delete_files(exchange: Exchange) -> None:
-    """§2.11: a missing path is fine; a directory (or a link to one) is a 500."""
+    """A missing path is fine; a directory (or a link to one) is a 500
+    (docs/execd-wire.rst, wire-delete-files)."""
     for requested in exchange.query_values("path"):
         try:
             delete_file(requested)
@@ -65,7 +67,8 @@ def delete_file(requested: str) -> None:
 
 
 def move_files(exchange: Exchange) -> None:
-    """§2.13: parents of dest are created; an existing dest is an error, never overwritten."""
+    """Parents of dest are created; an existing dest is an error, never overwritten
+    (docs/execd-wire.rst, wire-move)."""
     for item in decode_request_body(exchange.body(), RENAME_FILE_ITEMS.decode):
         try:
             move_file(item["src"] or "", item["dest"] or "")

@@ -26,7 +26,7 @@ class FileError(Exception):
 
 
 def file_error_response(error: FileError) -> ApiError:
-    """§2.7-§2.13: execd's handleFileError."""
+    """execd's handleFileError (docs/execd-wire.rst, wire-file-errors)."""
     if error.missing:
         return ApiError(404, FILE_NOT_FOUND, f"file not found. {error.text}")
     return runtime_error(f"error accessing file: {error.text}")
@@ -40,7 +40,8 @@ def absolute_path_or_file_error(path: str, prefix: str = "") -> str:
 
 
 def expand_path_or_runtime_error(requested: str, what: str) -> str:
-    """§2.6, §2.7, §2.12: a path that cannot be expanded answers a 500 naming what it was for."""
+    """A path that cannot be expanded answers a 500 naming what it was for
+    (docs/execd-wire.rst, wire-paths)."""
     try:
         return expand_path(requested)
     except PathError as error:
@@ -48,7 +49,8 @@ def expand_path_or_runtime_error(requested: str, what: str) -> str:
 
 
 def absolute_root(requested: str) -> str:
-    """§2.10, §2.14: the root of a listing or a search, made absolute."""
+    """The root of a listing or a search, made absolute (docs/execd-wire.rst, wire-listing,
+    wire-search)."""
     try:
         return expand_absolute_path(requested)
     except PathError as error:

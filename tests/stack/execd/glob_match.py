@@ -1,4 +1,5 @@
-"""§2.14: the doublestar-style pattern GET /files/search matches base names with."""
+"""The doublestar-style pattern GET /files/search matches base names with
+(docs/execd-wire.rst, wire-search)."""
 
 import re
 
@@ -13,8 +14,9 @@ class BadPattern(Exception):
 
 
 def glob_to_regex(pattern: str) -> str:
-    """§2.14: execd's doublestar-style matching of a base name: * and ** (any run of characters),
-    ?, [class] / [!class] / [^class], {alt,ernatives} and backslash escapes."""
+    """execd's doublestar-style matching of a base name: * and ** (any run of characters),
+    ?, [class] / [!class] / [^class], {alt,ernatives} and backslash escapes
+    (docs/execd-wire.rst, wire-search)."""
     out, index, depth = [], 0, 0
     while index < len(pattern):
         char = pattern[index]
@@ -82,7 +84,7 @@ def _character_class(pattern: str, index: int) -> tuple[int, str]:
 
 class BaseNameMatcher:
     """The pattern is compiled when the first file is tested, so a bad pattern fails only when
-    there is something to test (§2.14)."""
+    there is something to test (docs/execd-wire.rst, wire-search)."""
 
     def __init__(self, pattern: str):
         self._pattern = pattern

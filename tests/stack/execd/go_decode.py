@@ -95,7 +95,8 @@ class GoSliceOf:
 
 
 def decode_first_json_value(body: bytes):
-    """§1.6: json.NewDecoder(body).Decode reads the first JSON value; an empty body is EOF."""
+    """json.NewDecoder(body).Decode reads the first JSON value; an empty body is EOF
+    (docs/execd-wire.rst, wire-errors)."""
     text = body.decode("utf-8", "replace").lstrip()
     if not text:
         raise ValueError("EOF")
@@ -106,7 +107,7 @@ def decode_first_json_value(body: bytes):
 
 
 def decode_request_body(body: bytes, decode):
-    """§2.2.2, §2.9, §2.13: an undecodable body is a 400 INVALID_REQUEST_BODY."""
+    """An undecodable body is a 400 INVALID_REQUEST_BODY (docs/execd-wire.rst, wire-errors)."""
     try:
         return decode(decode_first_json_value(body))
     except ValueError as error:

@@ -14,7 +14,8 @@ _GO_JSON_ESCAPES = {
     "\u2029": "\\u2029",
 }
 
-# §3.6: Go's names for signals, as in an *exec.ExitError's text ("signal: killed").
+# Go's names for signals, as in an *exec.ExitError's text ("signal: killed")
+# (docs/execd-wire.rst, wire-exit).
 # fmt: off
 GO_SIGNAL_NAMES = {
     1: "hangup", 2: "interrupt", 3: "quit", 4: "illegal instruction", 5: "trace/breakpoint trap",
@@ -31,7 +32,8 @@ GO_SIGNAL_NAMES = {
 
 
 def go_json(value) -> bytes:
-    """§3.1: Go's json.Marshal: compact, raw UTF-8, with <, >, &, U+2028 and U+2029 escaped."""
+    """Go's json.Marshal: compact, raw UTF-8, with <, >, &, U+2028 and U+2029 escaped
+    (docs/execd-wire.rst, wire-framing)."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     # One str.replace per character rather than a regex: a 1 GiB line is scanned in a fraction of
     # a second instead of seconds, during which no other thread (the heartbeat) can run.
@@ -41,7 +43,8 @@ def go_json(value) -> bytes:
         return text.encode()
     except UnicodeEncodeError:
         # A file name that is not UTF-8 reaches us with surrogate escapes; Go has its raw bytes
-        # and writes one U+FFFD for each invalid one (§3.1), which is what go_string does.
+        # and writes one U+FFFD for each invalid one (docs/execd-wire.rst, wire-framing), which is
+        # what go_string does.
         return go_string(text.encode("utf-8", "surrogateescape")).encode()
 
 
@@ -53,12 +56,14 @@ codecs.register_error("go-replace", _one_replacement_per_byte)
 
 
 def go_string(data: bytes) -> str:
-    """§3.1: Go's JSON encoder turns every invalid UTF-8 byte into its own U+FFFD."""
+    """Go's JSON encoder turns every invalid UTF-8 byte into its own U+FFFD
+    (docs/execd-wire.rst, wire-framing)."""
     return data.decode("utf-8", "go-replace")
 
 
 def go_time(nanoseconds: int) -> str:
-    """§1.6: a Go time.Time in JSON: RFC 3339, nanoseconds without trailing zeros, local zone."""
+    """A Go time.Time in JSON: RFC 3339, nanoseconds without trailing zeros, local zone
+    (docs/execd-wire.rst, wire-errors)."""
     seconds, fraction = divmod(nanoseconds, 1_000_000_000)
     moment = datetime.fromtimestamp(seconds).astimezone()
     offset = moment.strftime("%z")
@@ -83,7 +88,8 @@ def go_path_error(operation: str, path: str, error: OSError) -> str:
 
 
 def exit_outcome(returncode: int) -> tuple[int, str]:
-    """§3.6: Go's ExitCode() (-1 for a signal) and error text ("exit status 3")."""
+    """Go's ExitCode() (-1 for a signal) and error text ("exit status 3")
+    (docs/execd-wire.rst, wire-exit)."""
     if returncode < 0:
         number = -returncode
         return -1, "signal: " + GO_SIGNAL_NAMES.get(number, f"signal {number}")

@@ -1,4 +1,5 @@
-"""How one command's shell is started: environment, shell, user, output files (§2.2.3)."""
+"""How one command's shell is started: environment, shell, user, output files
+(docs/execd-wire.rst, wire-launch)."""
 
 import os
 import pwd
@@ -13,8 +14,9 @@ from path_expansion import PathError, expand_path, go_expand
 
 
 def env_file_entries() -> dict:
-    """§2.2.3: KEY=VALUE lines of $EXECD_ENVS, re-read for every command. Blank and # lines are
-    skipped; values are expanded with execd's environment; quotes are NOT stripped."""
+    """KEY=VALUE lines of $EXECD_ENVS, re-read for every command. Blank and # lines are
+    skipped; values are expanded with execd's environment; quotes are NOT stripped
+    (docs/execd-wire.rst, wire-launch)."""
     path = os.environ.get("EXECD_ENVS", "")
     if not path:
         return {}
@@ -48,13 +50,14 @@ class Launch:
 
 
 def shell() -> tuple[str, str]:
-    """§2.2.3: bash -c if bash is on execd's PATH, else sh -c."""
+    """bash -c if bash is on execd's PATH, else sh -c (docs/execd-wire.rst, wire-launch)."""
     bash = shutil.which("bash")
     return ("bash", bash) if bash else ("sh", shutil.which("sh") or "/bin/sh")
 
 
 def credentials(uid: int | None, gid: int | None) -> tuple[int | None, int | None, list | None]:
-    """§2.2.3: uid's primary group unless gid is given, and uid's supplementary groups."""
+    """uid's primary group unless gid is given, and uid's supplementary groups
+    (docs/execd-wire.rst, wire-launch)."""
     if uid is None:
         return None, None, None
     primary, groups = 0, []
@@ -69,8 +72,9 @@ def credentials(uid: int | None, gid: int | None) -> tuple[int | None, int | Non
 
 
 def prepare_launch(request: CommandRequest) -> Launch:
-    """§2.2.3: execd's environment, overlaid by $EXECD_ENVS, overlaid by the request's envs; cwd
-    expanded with those. A cwd that cannot be expanded is a PathError."""
+    """execd's environment, overlaid by $EXECD_ENVS, overlaid by the request's envs; cwd
+    expanded with those. A cwd that cannot be expanded is a PathError
+    (docs/execd-wire.rst, wire-launch)."""
     extra = {**env_file_entries(), **request.envs}
     name, executable = shell()
     user, group, extra_groups = credentials(request.uid, request.gid)
@@ -86,7 +90,8 @@ def prepare_launch(request: CommandRequest) -> Launch:
 
 
 def start_process(launch: Launch, stdout, stderr) -> subprocess.Popen:
-    """§2.2.3: stdin is /dev/null and the shell leads a new process group (pgid = pid)."""
+    """Stdin is /dev/null and the shell leads a new process group (pgid = pid)
+    (docs/execd-wire.rst, wire-launch)."""
     return subprocess.Popen(
         launch.argv,
         executable=launch.executable,
@@ -103,18 +108,20 @@ def start_process(launch: Launch, stdout, stderr) -> subprocess.Popen:
 
 
 def start_failure_text(launch: Launch, error: OSError) -> str:
-    """§3.3: Go's text for a failed start ("fork/exec /usr/bin/bash: operation not permitted")."""
+    """Go's text for a failed start ("fork/exec /usr/bin/bash: operation not permitted")
+    (docs/execd-wire.rst, wire-sequences)."""
     if launch.cwd and isinstance(error, FileNotFoundError) and error.filename == launch.cwd:
         return f"chdir {launch.cwd}: {go_errno_text(error)}"
     return f"fork/exec {launch.executable}: {go_errno_text(error)}"
 
 
 def output_path(command_id: str, kind: str) -> str:
-    """§2.2.3: output goes to files in $TMPDIR, not pipes ("<id>.stdout", "<id>.output")."""
+    """Output goes to files in $TMPDIR, not pipes ("<id>.stdout", "<id>.output")
+    (docs/execd-wire.rst, wire-launch)."""
     return os.path.join(tempfile.gettempdir(), f"{command_id}.{kind}")
 
 
 def open_output_file(path: str):
-    """§2.2.3: an output file is created afresh and never deleted."""
+    """An output file is created afresh and never deleted (docs/execd-wire.rst, wire-launch)."""
     os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
     return open(os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o777), "wb", buffering=0)

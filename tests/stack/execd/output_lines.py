@@ -1,11 +1,12 @@
-"""A foreground command's output files become line events (§3.4)."""
+"""A foreground command's output files become line events (docs/execd-wire.rst, wire-lines)."""
 
 import re
 import threading
 
 from events import EventStream
 
-OUTPUT_POLL_INTERVAL = 0.1  # §3.4: each output file is polled on a 100 ms ticker.
+# Each output file is polled on a 100 ms ticker (docs/execd-wire.rst, wire-lines).
+OUTPUT_POLL_INTERVAL = 0.1
 # A command can write far more than it is wise to hold at once, so output is read in blocks.
 OUTPUT_READ_BLOCK = 1 << 20
 
@@ -13,10 +14,10 @@ _LINE_TERMINATOR = re.compile(rb"[\r\n]")
 
 
 class LineSplitter:
-    """§3.4: execd's readFromPos. CR, LF and CRLF each end a line, which is emitted without its
+    """execd's readFromPos. CR, LF and CRLF each end a line, which is emitted without its
     terminator; a terminator with nothing before it is a blank line, emitted as "\\n"; the LF of a
     CRLF is swallowed even when the pair is split between two polls; an unfinished line is held
-    until its terminator arrives or the process exits."""
+    until its terminator arrives or the process exits (docs/execd-wire.rst, wire-lines)."""
 
     def __init__(self):
         self._pending = bytearray()
@@ -64,15 +65,15 @@ class LineSplitter:
         return lines
 
     def flush(self) -> list[bytes]:
-        """§3.4: at exit an unfinished last line is emitted as it is."""
+        """At exit an unfinished last line is emitted as it is (docs/execd-wire.rst, wire-lines)."""
         rest = bytes(self._pending)
         self._pending.clear()
         return [rest] if rest else []
 
 
 class OutputTailer:
-    """§3.4: polls one output file every 100 ms and emits each complete line as an event; a final
-    read after the process has exited flushes the rest."""
+    """Polls one output file every 100 ms and emits each complete line as an event; a final
+    read after the process has exited flushes the rest (docs/execd-wire.rst, wire-lines)."""
 
     def __init__(self, path: str, kind: str, stream: EventStream):
         self._path = path

@@ -47,7 +47,8 @@ def go_expand(text: str, lookup) -> str:
 
 
 def expand_path(path: str, overrides: dict | None = None) -> str:
-    """§2.2.2, §2.6: $VAR, ${VAR} and a leading ~ are expanded; an undefined variable fails."""
+    """$VAR, ${VAR} and a leading ~ are expanded; an undefined variable fails
+    (docs/execd-wire.rst, wire-paths)."""
     if not path:
         return ""
     env = {**os.environ, **(overrides or {})}

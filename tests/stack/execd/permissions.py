@@ -1,4 +1,5 @@
-"""§2.6: execd's ChmodFile (a file's mode, owner and group) and POST /files/permissions (§2.15)."""
+"""execd's ChmodFile (a file's mode, owner and group) and POST /files/permissions
+(docs/execd-wire.rst, wire-chmod, wire-permissions)."""
 
 import grp
 import os
@@ -15,8 +16,8 @@ PERMISSIONS_BY_PATH = GoMapOf(PERMISSION)
 
 
 def set_ownership(path: str, owner: str, group: str) -> None:
-    """§2.6: owner and group are looked up by name; an unknown name is skipped, and when neither
-    resolves the file goes to execd's own uid and gid."""
+    """Owner and group are looked up by name; an unknown name is skipped, and when neither
+    resolves the file goes to execd's own uid and gid (docs/execd-wire.rst, wire-chmod)."""
     uid = gid = -1
     if owner:
         try:
@@ -40,8 +41,8 @@ def set_ownership(path: str, owner: str, group: str) -> None:
 
 
 def apply_permission(path: str, permission: dict) -> None:
-    """§2.6: mode is decimal-coded octal (755 -> 0o755), 0 means no chmod, and only the
-    permission bits are applied; ownership is always set."""
+    """Mode is decimal-coded octal (755 -> 0o755), 0 means no chmod, and only the
+    permission bits are applied; ownership is always set (docs/execd-wire.rst, wire-chmod)."""
     absolute = absolute_path_or_file_error(path)
     mode = permission["mode"] or 0
     if mode:
@@ -55,7 +56,7 @@ def apply_permission(path: str, permission: dict) -> None:
 
 
 def set_permissions(exchange: Exchange) -> None:
-    """§2.15: ChmodFile for each entry."""
+    """ChmodFile for each entry (docs/execd-wire.rst, wire-permissions)."""
     for path, permission in decode_request_body(
         exchange.body(), PERMISSIONS_BY_PATH.decode
     ).items():

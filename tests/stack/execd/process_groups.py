@@ -5,12 +5,14 @@ import signal
 import subprocess
 import time
 
-INTERRUPT_GRACE = 3.0  # §2.5: SIGTERM, up to 3 s, then SIGKILL.
-GROUP_PROBE_INTERVAL = 0.05  # §2.5: the group is probed every 50 ms.
+INTERRUPT_GRACE = 3.0  # SIGTERM, up to 3 s, then SIGKILL (docs/execd-wire.rst, wire-interrupt).
+# The group is probed every 50 ms (docs/execd-wire.rst, wire-interrupt).
+GROUP_PROBE_INTERVAL = 0.05
 
 
 def kill_group(pid: int) -> None:
-    """§4: on a deadline, SIGKILL to the leader and to its whole process group, with no grace."""
+    """On a deadline, SIGKILL to the leader and to its whole process group, with no grace
+    (docs/execd-wire.rst, wire-timeout)."""
     for kill in (lambda: os.kill(pid, signal.SIGKILL), lambda: os.killpg(pid, signal.SIGKILL)):
         try:
             kill()
@@ -19,7 +21,8 @@ def kill_group(pid: int) -> None:
 
 
 def wait_with_deadline(process: subprocess.Popen, timeout_ms: int) -> int:
-    """§4: a timeout > 0 kills the group at the deadline; 0 means no timeout."""
+    """A timeout > 0 kills the group at the deadline; 0 means no timeout
+    (docs/execd-wire.rst, wire-timeout)."""
     try:
         return process.wait(timeout=timeout_ms / 1000 if timeout_ms > 0 else None)
     except subprocess.TimeoutExpired:
@@ -57,8 +60,9 @@ def wait_for_group_to_exit(pgid: int, seconds: float) -> bool:
 
 
 def terminate_group(pgid: int) -> None:
-    """§2.5: SIGTERM to the group, up to 3 s for it to go, then SIGKILL; returns once it is gone.
-    Raises the OSError of the SIGKILL only when neither signal could be delivered."""
+    """SIGTERM to the group, up to 3 s for it to go, then SIGKILL; returns once it is gone.
+    Raises the OSError of the SIGKILL only when neither signal could be delivered
+    (docs/execd-wire.rst, wire-interrupt)."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:

@@ -1,4 +1,5 @@
-"""The /proxy/{port}/ reverse proxy to a port inside the sandbox (§1.5)."""
+"""The /proxy/{port}/ reverse proxy to a port inside the sandbox
+(docs/execd-wire.rst, wire-proxy)."""
 
 import http.client
 
@@ -11,7 +12,8 @@ _HOP_BY_HOP = set(
 
 
 def reverse_proxy(exchange: Exchange, port: str, path: str) -> None:
-    """§1.5: /proxy/{port}/{rest} is forwarded to 127.0.0.1:{port}/{rest}; failure is a 502."""
+    """/proxy/{port}/{rest} is forwarded to 127.0.0.1:{port}/{rest}; failure is a 502
+    (docs/execd-wire.rst, wire-proxy)."""
     headers = {
         name: value for name, value in exchange.headers.items() if name.lower() not in _HOP_BY_HOP
     }

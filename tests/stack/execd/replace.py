@@ -1,4 +1,5 @@
-"""POST /files/replace: text replaced in files, every occurrence (§2.15)."""
+"""POST /files/replace: text replaced in files, every occurrence
+(docs/execd-wire.rst, wire-replace)."""
 
 import os
 
@@ -12,7 +13,8 @@ REPLACEMENTS_BY_PATH = GoMapOf(
 
 
 def replace_contents(exchange: Exchange) -> None:
-    """§2.15: every occurrence of old becomes new; ?verbose=true reports the counts."""
+    """Every occurrence of old becomes new; ?verbose=true reports the counts
+    (docs/execd-wire.rst, wire-replace)."""
     counts = {}
     for requested, item in decode_request_body(
         exchange.body(), REPLACEMENTS_BY_PATH.decode

@@ -1,4 +1,5 @@
-"""Which handler answers a request (§2), the /proxy/ prefix in front of them all, gin's recovery."""
+"""Which handler answers a request (docs/execd-wire.rst, wire-routes), the /proxy/ prefix in front
+of them all, gin's recovery."""
 
 import re
 import traceback
@@ -17,7 +18,7 @@ from upload import upload_files
 
 
 def ping(exchange: Exchange) -> None:
-    """§2.1: 200 with an empty body."""
+    """200 with an empty body (docs/execd-wire.rst, wire-readiness)."""
     exchange.respond_empty()
 
 
@@ -75,7 +76,7 @@ def route(exchange: Exchange) -> None:
 
 
 def route_proxy(exchange: Exchange) -> None:
-    """§1.5: execd's ProxyMiddleware runs before every route."""
+    """execd's ProxyMiddleware runs before every route (docs/execd-wire.rst, wire-proxy)."""
     port, _, rest = exchange.path[len("/proxy/") :].partition("/")
     if not port:
         exchange.respond_text(400, "port is required")

@@ -1,4 +1,5 @@
-"""GET /files/search: files under a directory whose base name matches a pattern (§2.14)."""
+"""GET /files/search: files under a directory whose base name matches a pattern
+(docs/execd-wire.rst, wire-search)."""
 
 import os
 import stat
@@ -11,7 +12,8 @@ from go_encoding import go_path_error
 
 
 def search_files(exchange: Exchange) -> None:
-    """§2.14: every non-directory under path whose base name matches, in lexical walk order."""
+    """Every non-directory under path whose base name matches, in lexical walk order
+    (docs/execd-wire.rst, wire-search)."""
     root = absolute_root(exchange.required_query_value("path"))
     try:
         os.stat(root)

@@ -1,4 +1,5 @@
-"""POST /files/upload: pairs of metadata and file parts of a multipart form (§2.6)."""
+"""POST /files/upload: pairs of metadata and file parts of a multipart form
+(docs/execd-wire.rst, wire-upload)."""
 
 import email.message
 import json
@@ -21,13 +22,14 @@ from permissions import apply_permission
 FILE_METADATA = GoStruct(
     "FileMetadata", {"path": GO_STRING, "owner": GO_STRING, "group": GO_STRING, "mode": GO_INT}
 )
-# §2.6: execd retries a failed chmod once after this long, for slowly-coherent filesystems.
+# execd retries a failed chmod once after this long, for slowly-coherent filesystems
+# (docs/execd-wire.rst, wire-upload).
 PERMISSION_RETRY_DELAY = 0.02
 
 
 def upload_files(exchange: Exchange) -> None:
-    """§2.6: the i-th metadata part describes the i-th file part; pairs are written in order, with
-    no rollback of earlier pairs when a later one fails."""
+    """The i-th metadata part describes the i-th file part; pairs are written in order, with
+    no rollback of earlier pairs when a later one fails (docs/execd-wire.rst, wire-upload)."""
     parts = multipart_file_parts(exchange)
     metadata_parts, file_parts = parts.get("metadata", []), parts.get("file", [])
     if not metadata_parts:
@@ -49,8 +51,9 @@ def upload_files(exchange: Exchange) -> None:
 
 
 def multipart_file_parts(exchange: Exchange) -> dict[str, list[bytes]]:
-    """§2.6: the parts that carry a filename, by form name, in order (Go's form.File). Parts
-    without a filename are form values, which the upload never looks at."""
+    """The parts that carry a filename, by form name, in order (Go's form.File). Parts
+    without a filename are form values, which the upload never looks at
+    (docs/execd-wire.rst, wire-upload)."""
     header = email.message.Message()
     header["Content-Type"] = exchange.headers.get("Content-Type", "")
     boundary = header.get_param("boundary")
@@ -92,7 +95,8 @@ def upload_metadata(raw: bytes) -> dict:
 
 
 def write_upload(path: str, content: bytes) -> None:
-    """§2.6: parents are created, an existing file is overwritten, and the data is synced."""
+    """Parents are created, an existing file is overwritten, and the data is synced
+    (docs/execd-wire.rst, wire-upload)."""
     try:
         make_directories(os.path.dirname(path) or ".")
     except FileError as error:
@@ -118,7 +122,8 @@ def write_upload(path: str, content: bytes) -> None:
 
 
 def apply_upload_permission(path: str, permission: dict) -> None:
-    """§2.6: a failed chmod or chown is tried once more before the upload fails."""
+    """A failed chmod or chown is tried once more before the upload fails
+    (docs/execd-wire.rst, wire-upload)."""
     try:
         apply_permission(path, permission)
     except FileError:
