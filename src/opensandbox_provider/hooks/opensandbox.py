@@ -85,10 +85,9 @@ class OpenSandboxHook(BaseHook):
             if self.opensandbox_conn_id is None
             else self._from_connection()
         )
-        use_server_proxy = self._use_server_proxy
-        if use_server_proxy is None:
-            use_server_proxy = settings.pop("use_server_proxy", None)
-        settings.pop("use_server_proxy", None)
+        use_server_proxy = settings.pop("use_server_proxy", None)
+        if self._use_server_proxy is not None:
+            use_server_proxy = self._use_server_proxy
         return ConnectionConfigSync(
             **settings,
             use_server_proxy=True if use_server_proxy is None else use_server_proxy,
