@@ -45,7 +45,9 @@ def status_of(error: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
-def translate(error: BaseException, doing: str, *, terminal: bool = False) -> SandboxError | None:
+def to_sandbox_error(
+    error: BaseException, doing: str, *, terminal: bool = False
+) -> SandboxError | None:
     """
     The sandbox error ``error`` stands for, or ``None`` when it is not an SDK or transport error.
 
@@ -97,14 +99,14 @@ def translate(error: BaseException, doing: str, *, terminal: bool = False) -> Sa
 
 
 @contextmanager
-def translated(
+def as_sandbox_errors(
     doing: str,
     *,
     terminal: bool = False,
     missing: Callable[[], SandboxError] | None = None,
 ) -> Iterator[None]:
     """
-    Raise what :func:`translate` makes of any SDK or transport error in the block.
+    Raise what :func:`to_sandbox_error` makes of any SDK or transport error in the block.
 
     ``missing`` answers a 404, which a file API returns both for a path that does not
     exist and for a sandbox that does not: it confirms the sandbox exists (raising if it
@@ -115,7 +117,7 @@ def translated(
     except Exception as e:
         if missing is not None and status_of(e) == 404:
             raise missing() from e
-        translated_error = translate(e, doing, terminal=terminal)
+        translated_error = to_sandbox_error(e, doing, terminal=terminal)
         if translated_error is None or translated_error is e:
             raise
         raise translated_error from e
@@ -148,7 +150,7 @@ def api_exception(response: httpx.Response, operation: str) -> SandboxApiExcepti
     The SDK's exception for the error answer ``response`` to ``operation``, already read.
 
     A 429's ``retry_after`` is left unset: this backend never waits to retry one, it fails
-    the task (see :func:`translate`).
+    the task (see :func:`to_sandbox_error`).
     """
     from opensandbox.exceptions import SandboxApiException, SandboxRateLimitException
 

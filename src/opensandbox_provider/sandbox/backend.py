@@ -31,7 +31,7 @@ from airflow.providers.common.ai.sandbox.base import (
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _policy, _tags
-from opensandbox_provider.sandbox._errors import status_of, translate, translated
+from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of, to_sandbox_error
 from opensandbox_provider.sandbox._events import BoundedTail, EventParser
 from opensandbox_provider.sandbox._http import EXECD_PORT, SandboxHttp, read_at_most
 from opensandbox_provider.sandbox._lease import Leases
@@ -214,7 +214,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         env = _environment(spec)
         config = self._connection_config()
         started = time.monotonic()
-        with translated("create a sandbox", terminal=True):
+        with as_sandbox_errors("create a sandbox", terminal=True):
             from opensandbox import SandboxSync
 
             try:
@@ -249,7 +249,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             if record.workdir is not None:
                 from opensandbox.models.filesystem import WriteEntry
 
-                with translated(f"create the working directory {record.workdir!r}", terminal=True):
+                with as_sandbox_errors(
+                    f"create the working directory {record.workdir!r}", terminal=True
+                ):
                     sdk.files.create_directories([WriteEntry(path=record.workdir, mode=755)])
             if spec is None or spec.owner is None:
                 # The toolset asking holds it until it destroys it. A sandbox provisioned for
@@ -287,7 +289,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         import httpx
 
         started = time.monotonic()
-        with translated(f"reach sandbox {record.sdk.id}", terminal=True):
+        with as_sandbox_errors(f"reach sandbox {record.sdk.id}", terminal=True):
             url, headers = record.http.target(EXECD_PORT, "/ping")
         while True:
             remaining = deadline - time.monotonic()
@@ -344,7 +346,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if not is_sandbox_handle(handle):
             raise SandboxTerminalError(f"{handle!r} is not a sandbox handle.")
         config = self._connection_config()
-        with translated(f"reconnect to sandbox {handle}"):
+        with as_sandbox_errors(f"reconnect to sandbox {handle}"):
             from opensandbox import SandboxSync
 
             sdk = SandboxSync.connect(
@@ -381,12 +383,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def _gone(self, record: _Sandbox) -> bool:
         """Whether the sandbox no longer exists or can no longer run; a failure to ask raises."""
-        try:
-            info = record.sdk.get_info()
-        except Exception as e:
-            if status_of(e) == 404:
-                return True
-            raise _translated(e, f"check on sandbox {record.sdk.id}") from e
+        with as_sandbox_errors(f"check on sandbox {record.sdk.id}"):
+            try:
+                info = record.sdk.get_info()
+            except Exception as e:
+                if status_of(e) == 404:
+                    return True
+                raise
         # A container killed from outside is still listed, as Failed, until it is destroyed.
         return info.status.state in _ENDED_STATES
 
@@ -468,7 +471,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # A transport error may be the sandbox ending under the command; the server knows.
         if status_of(error) is None and not isinstance(error, SandboxError) and self._gone(record):
             return _ended_under_command(record)
-        return _translated(error, f"run a command in sandbox {record.sdk.id}")
+        return to_sandbox_error(error, f"run a command in sandbox {record.sdk.id}") or error
 
     def _abandon(
         self,
@@ -534,7 +537,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         path = record.resolve(path)
         # execd creates the parent directories of an upload itself
         # (docs/execd-wire.rst, wire-upload).
-        with translated(f"write {path!r}", missing=self._missing(record, path)):
+        with as_sandbox_errors(f"write {path!r}", missing=self._missing(record, path)):
             record.sdk.files.write_file(path, content, mode=644)
 
     def list_directory(self, sandbox: str, path: str) -> list[tuple[str, bool]]:
@@ -542,7 +545,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         path = record.resolve(path)
         # Read and bounded here: the SDK parses a listing whole, so a directory of a million
         # names would be a million objects on the worker before any cap could apply.
-        with translated(f"list {path!r}", missing=self._missing(record, path)):
+        with as_sandbox_errors(f"list {path!r}", missing=self._missing(record, path)):
             with record.http.get(
                 EXECD_PORT,
                 "/directories/list",
@@ -596,7 +599,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         """What ``path`` is, refusing anything that is not a file or a link to one."""
         # Asked here rather than through the SDK, which logs a traceback for every path that
         # does not exist: an everyday mistake of the model's, not an error of the task's.
-        with translated(f"{purpose} {path!r}", missing=self._missing(record, path)):
+        with as_sandbox_errors(f"{purpose} {path!r}", missing=self._missing(record, path)):
             with record.http.get(
                 EXECD_PORT, "/files/info", "Get file info", params={"path": path}
             ) as response:
@@ -627,7 +630,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         """
         # Downloaded here rather than with the SDK's read_bytes_stream, which drops execd's
         # error message and reads an error body whole.
-        with translated(f"read {path!r}", missing=self._missing(record, path)):
+        with as_sandbox_errors(f"read {path!r}", missing=self._missing(record, path)):
             with record.http.get(
                 EXECD_PORT,
                 "/files/download",
@@ -734,7 +737,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         from opensandbox.sync.manager import SandboxManagerSync
 
         config = self._connection_config()
-        with translated(doing):
+        with as_sandbox_errors(doing):
             manager = SandboxManagerSync.create(config)
             try:
                 yield manager
@@ -759,7 +762,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             _kill(lambda: manager.kill_sandbox(sandbox), sandbox)
 
     def _discard(self, record: _Sandbox) -> None:
-        with translated(f"destroy sandbox {record.sdk.id}"):
+        with as_sandbox_errors(f"destroy sandbox {record.sdk.id}"):
             try:
                 _kill(record.sdk.kill, record.sdk.id)
             finally:
@@ -776,11 +779,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 record.sdk.id,
                 exc_info=True,
             )
-
-
-def _translated(error: Exception, doing: str) -> Exception:
-    """``error`` as a sandbox error, or as it is when it is not the SDK's."""
-    return translate(error, doing) or error
 
 
 def _ended_under_command(record: _Sandbox) -> SandboxTerminalError:
@@ -829,7 +827,7 @@ def _explain_refused_policy(error: Exception, policy: NetworkPolicy | None) -> E
     """A refused network policy, with what to do about it; any other error as it is."""
     if policy is None or status_of(error) != 400 or "networkpolicy" not in str(error).lower():
         return error
-    detail = translate(error, "create a sandbox", terminal=True)
+    detail = to_sandbox_error(error, "create a sandbox", terminal=True)
     return SandboxTerminalError(
         f"{detail} The server cannot enforce a network policy, which a sandbox that denies egress "
         "needs: configure its egress sidecar ([egress] with mode dns+nft), or pass "
