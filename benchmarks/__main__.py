@@ -29,7 +29,7 @@ from benchmarks.report import (
     write_json,
 )
 from benchmarks.subjects import BACKENDS, SUBJECTS, make_subject
-from opensandbox_provider.sandbox._stream import STALL_WINDOW
+from opensandbox_provider.sandbox._execd import STALL_WINDOW
 from tests.stack.state import read_state
 
 REPO = Path(__file__).resolve().parents[1]

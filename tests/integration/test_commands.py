@@ -10,7 +10,7 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 from opensandbox import SandboxSync
 
-from opensandbox_provider.sandbox import _stream
+from opensandbox_provider.sandbox import _execd
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from tests.containers import run_frozen
 from tests.markers import NEEDS_STALL_SWITCH
@@ -121,7 +121,7 @@ def test_a_stream_of_heartbeats_that_never_ends_is_abandoned_past_its_budget(
     sandbox_on, plain_server, monkeypatch
 ) -> None:
     # The grace is shortened so the test does not wait the production 30 s past the budget.
-    monkeypatch.setattr(_stream, "BACKSTOP_GRACE", 2.0)
+    monkeypatch.setattr(_execd, "BACKSTOP_GRACE", 2.0)
     sandbox = sandbox_on(plain_server, SandboxSpec(block_network=False, env={STALL: "heartbeat"}))
     result = sandbox.run("sleep 1", timeout=2)
     assert (result.timed_out, result.sandbox_terminated) == (True, True)

@@ -6,15 +6,19 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
+from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.exceptions import SandboxApiException
+from opensandbox.models.sandboxes import SandboxEndpoint
 
-from opensandbox_provider.sandbox import _http, _stream
-from opensandbox_provider.sandbox._stream import run_streamed
+from opensandbox_provider.sandbox import _execd, _http
+from opensandbox_provider.sandbox._execd import Execd
+from opensandbox_provider.sandbox._http import SandboxHttp
 from tests.unit.execd_wire import complete, frame
 
 # How long a scripted execd holds a connection open that the reader should have left.
@@ -59,16 +63,22 @@ class ScriptedExecd:
         self.server.server_close()
 
 
-class LoopbackHttp:
-    """What run_streamed needs of a sandbox's HTTP access, pointed at the scripted execd."""
+class LoopbackSandbox:
+    """What SandboxHttp needs of a sandbox, with every service at the scripted execd."""
+
+    id = "loopback"
 
     def __init__(self, port: int) -> None:
-        self.client = httpx.Client()
-        self.request_timeout = 5.0
+        self.connection_config = ConnectionConfigSync(request_timeout=timedelta(seconds=5))
         self._port = port
 
-    def target(self, port: int, path: str) -> tuple[str, dict[str, str]]:
-        return f"http://127.0.0.1:{self._port}{path}", {}
+    def get_endpoint(self, port: int) -> SandboxEndpoint:
+        return SandboxEndpoint(endpoint=f"127.0.0.1:{self._port}")
+
+
+def loopback_execd(port: int) -> Execd:
+    sandbox = LoopbackSandbox(port)
+    return Execd(sandbox, SandboxHttp(sandbox))
 
 
 def event_stream(handler: BaseHTTPRequestHandler) -> None:
@@ -105,8 +115,8 @@ def execd_with() -> Iterator[Callable[[Callable[[BaseHTTPRequestHandler], None]]
 
 
 def run(execd: ScriptedExecd, command: str = "x", *, timeout_ms: int = 600_000) -> object:
-    return run_streamed(
-        LoopbackHttp(execd.port), command, timeout_ms=timeout_ms, max_output_bytes=100
+    return loopback_execd(execd.port).run(
+        command, timeout_ms=timeout_ms, max_output_bytes=100, cwd=None
     )
 
 
@@ -136,11 +146,11 @@ def test_the_result_comes_back_at_the_terminal_event_while_execd_holds_the_strea
 
     execd = execd_with(script)
     outcome = run_in_thread(
-        lambda: run_streamed(
-            LoopbackHttp(execd.port), "echo hi", timeout_ms=5000, max_output_bytes=100
+        lambda: loopback_execd(execd.port).run(
+            "echo hi", timeout_ms=5000, max_output_bytes=100, cwd=None
         )
     )
-    assert outcome["returned"], "run_streamed waited for the stream to end after the terminal event"
+    assert outcome["returned"], "Execd.run waited for the stream to end after the terminal event"
     streamed = outcome["result"]
     assert streamed.abandoned is None
     assert streamed.ending.exit_code == 0
@@ -160,7 +170,7 @@ def test_the_command_and_its_deadline_are_sent_to_execd(execd_with) -> None:
 
 
 def test_a_silent_stream_is_abandoned_as_stalled(execd_with, monkeypatch) -> None:
-    monkeypatch.setattr(_stream, "STALL_WINDOW", 0.5)
+    monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
 
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
@@ -169,8 +179,8 @@ def test_a_silent_stream_is_abandoned_as_stalled(execd_with, monkeypatch) -> Non
 
     execd = execd_with(script)
     outcome = run_in_thread(
-        lambda: run_streamed(
-            LoopbackHttp(execd.port), "x", timeout_ms=600_000, max_output_bytes=100
+        lambda: loopback_execd(execd.port).run(
+            "x", timeout_ms=600_000, max_output_bytes=100, cwd=None
         )
     )
     assert outcome["returned"]
@@ -183,11 +193,11 @@ def test_a_silent_stream_is_abandoned_as_stalled(execd_with, monkeypatch) -> Non
 def test_a_stream_silent_before_its_first_byte_is_abandoned_as_stalled(
     execd_with, monkeypatch
 ) -> None:
-    monkeypatch.setattr(_stream, "STALL_WINDOW", 0.5)
+    monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
     execd = execd_with(lambda handler: time.sleep(HOLD))
     outcome = run_in_thread(
-        lambda: run_streamed(
-            LoopbackHttp(execd.port), "x", timeout_ms=600_000, max_output_bytes=100
+        lambda: loopback_execd(execd.port).run(
+            "x", timeout_ms=600_000, max_output_bytes=100, cwd=None
         )
     )
     assert outcome["returned"]
@@ -195,7 +205,7 @@ def test_a_stream_silent_before_its_first_byte_is_abandoned_as_stalled(
 
 
 def test_heartbeats_without_an_end_are_abandoned_past_the_budget(execd_with, monkeypatch) -> None:
-    monkeypatch.setattr(_stream, "BACKSTOP_GRACE", 0.5)
+    monkeypatch.setattr(_execd, "BACKSTOP_GRACE", 0.5)
 
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
@@ -261,10 +271,8 @@ def test_a_chunked_stream_is_read_from_the_socket_with_the_pinned_httpx(execd_wi
         handler.wfile.write(b"0\r\n\r\n")
 
     execd = execd_with(script)
-    with (
-        httpx.Client() as client,
-        client.stream("POST", f"http://127.0.0.1:{execd.port}/command", json={}) as response,
-    ):
+    http = SandboxHttp(LoopbackSandbox(execd.port))
+    with http.stream("POST", _execd.EXECD_PORT, "/command", "Run command", json={}) as response:
         assert _http._socket_stream(response) is not None
         assert b"".join(_http.iter_body(response, NO_HANG)) == complete()
 

@@ -24,8 +24,6 @@ from opensandbox_provider.sandbox._errors import api_exception
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
 
-EXECD_PORT = 44772
-EGRESS_PORT = 18080
 # An error answer is a short JSON message; more than this of one is not worth holding.
 MAX_ERROR_BODY = 64 * 1024
 # What the parsers bound is what arrives; a compressed body would be inflated before that.
@@ -36,7 +34,12 @@ BODY_READ_SIZE = 256 * 1024
 
 
 class SandboxHttp:
-    """Requests to one sandbox's services, sharing the sandbox's SDK transport."""
+    """
+    Requests to one sandbox's services, sharing the sandbox's SDK transport.
+
+    Like httpx's own client, :meth:`request` and :meth:`stream` both go down one path,
+    :meth:`_send`, which resolves the service's endpoint and headers for every request.
+    """
 
     def __init__(self, sandbox: SandboxSync) -> None:
         from opensandbox.transport import unwrap_retry_transport
@@ -44,37 +47,88 @@ class SandboxHttp:
         self._sandbox = sandbox
         self.request_timeout = sandbox.connection_config.request_timeout.total_seconds()
         # Never closed on its own: the transport is the sandbox's, closed when it is.
-        self.client = httpx.Client(
+        self._client = httpx.Client(
             transport=unwrap_retry_transport(sandbox.connection_config.transport),
             timeout=self.request_timeout,
             follow_redirects=False,
         )
 
-    def target(self, port: int, path: str) -> tuple[str, dict[str, str]]:
-        """The URL of ``path`` on the service at ``port``, and the headers a request to it needs."""
-        config = self._sandbox.connection_config
-        endpoint = self._sandbox.get_endpoint(port)
-        url = f"{config.protocol}://{endpoint.endpoint.rstrip('/')}{path}"
-        return url, {**endpoint.build_request_headers(config), **NO_COMPRESSION}
+    def request(
+        self, method: str, port: int, path: str, *, timeout: float | None = None
+    ) -> httpx.Response:
+        """The whole answer, whatever its status: for a call where every status means something."""
+        return self._send(method, port, path, timeout=timeout, stream=False)
 
     @contextmanager
-    def get(
+    def stream(
         self,
+        method: str,
         port: int,
         path: str,
         operation: str,
         *,
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
+        json: object = None,
+        timeout: float | httpx.Timeout | None = None,
+        expect: int | None = None,
     ) -> Iterator[httpx.Response]:
-        """A streamed GET; an answer of 300 or above raises the SDK's exception for it."""
-        url, base_headers = self.target(port, path)
-        with self.client.stream(
-            "GET", url, params=params, headers={**base_headers, **(headers or {})}
-        ) as response:
-            if response.status_code >= 300:
+        """
+        The answer with its body unread; an error answer raises the SDK's exception for it.
+
+        An error answer is one of 300 or above, or, given ``expect``, any other status.
+        Leaving the block before the body has ended closes the connection instead of
+        returning it to the pool.
+        """
+        response = self._send(
+            method,
+            port,
+            path,
+            params=params,
+            headers=headers,
+            json=json,
+            timeout=timeout,
+            stream=True,
+        )
+        try:
+            failed = (
+                response.status_code >= 300 if expect is None else response.status_code != expect
+            )
+            if failed:
                 raise api_error(response, operation)
             yield response
+        finally:
+            response.close()
+
+    def _send(
+        self,
+        method: str,
+        port: int,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        json: object = None,
+        timeout: float | httpx.Timeout | None,
+        stream: bool,
+    ) -> httpx.Response:
+        url, base_headers = self._target(port, path)
+        request = self._client.build_request(
+            method,
+            url,
+            params=params,
+            headers={**base_headers, **(headers or {})},
+            json=json,
+            timeout=self.request_timeout if timeout is None else timeout,
+        )
+        return self._client.send(request, stream=stream)
+
+    def _target(self, port: int, path: str) -> tuple[str, dict[str, str]]:
+        """The URL of ``path`` on the service at ``port``, and the headers a request to it needs."""
+        config = self._sandbox.connection_config
+        endpoint = self._sandbox.get_endpoint(port)
+        url = f"{config.protocol}://{endpoint.endpoint.rstrip('/')}{path}"
+        return url, {**endpoint.build_request_headers(config), **NO_COMPRESSION}
 
 
 def iter_body(response: httpx.Response, read_timeout: float) -> Iterator[bytes]:

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
-from opensandbox_provider.sandbox._http import EGRESS_PORT, SandboxHttp, read_at_most
+from opensandbox_provider.sandbox._http import SandboxHttp, read_at_most
 
 if TYPE_CHECKING:
     from airflow.providers.common.ai.sandbox.base import SandboxSpec
     from opensandbox.models.sandboxes import NetworkPolicy
 
+EGRESS_PORT = 18080
 # Only this mode drops connections at the address layer as well as filtering names
 # (docs/execd-wire.rst, wire-egress-modes).
 ADDRESS_LAYER_MODE = "dns+nft"
@@ -88,7 +89,7 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
     for a policy without rules (docs/execd-wire.rst, wire-egress-get).
     """
     try:
-        with http.get(EGRESS_PORT, "/policy", "Get egress policy") as response:
+        with http.stream("GET", EGRESS_PORT, "/policy", "Get egress policy") as response:
             body = read_at_most(response, _MAX_POLICY_BODY)
         status = json.loads(body) if body is not None else None
     except Exception as e:

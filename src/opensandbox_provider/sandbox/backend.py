@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import posixpath
@@ -10,7 +9,7 @@ import threading
 import time
 import uuid
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -32,18 +31,18 @@ from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _policy, _tags
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of, to_sandbox_error
-from opensandbox_provider.sandbox._events import BoundedTail, EventParser
-from opensandbox_provider.sandbox._http import EXECD_PORT, SandboxHttp, read_at_most
+from opensandbox_provider.sandbox._execd import Execd, FileInfo, NoSuchPath
+from opensandbox_provider.sandbox._http import SandboxHttp
 from opensandbox_provider.sandbox._lease import Leases
 from opensandbox_provider.sandbox._limits import (
     check_export_deadline,
     export_deadline,
     validate_positive_finite,
 )
-from opensandbox_provider.sandbox._stream import run_streamed
+from opensandbox_provider.sandbox._outcome import amount, command_result
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from typing import BinaryIO
 
     from airflow.providers.common.ai.sandbox.base import AttachedSandbox, SandboxSpec
@@ -63,11 +62,6 @@ READY_POLL_INTERVAL = 0.025
 # A listing is names, never content. Past this many the model is told to narrow the path
 # rather than the worker holding them all.
 MAX_LIST_ENTRIES = 10_000
-# The listing body is refused past this size before it is parsed, whatever it holds:
-# ten thousand entries with long absolute paths fit comfortably.
-MAX_LIST_BODY = 16 * 1024 * 1024
-# A description of one path is a few hundred bytes.
-MAX_INFO_BODY = 64 * 1024
 # Stamped on every sandbox so an operator on a shared server can find Airflow's with a
 # metadata filter.
 CREATED_BY = {"created-by": "airflow"}
@@ -77,24 +71,22 @@ _ENDED_STATES = frozenset({"Stopping", "Terminated", "Failed"})
 _LOGGED_COMMAND = 120
 
 
-@dataclass(frozen=True)
-class _FileInfo:
-    """What execd says a path is (``file``, ``directory``, ``symlink``, ``other``) and its size."""
-
-    kind: str
-    size: int
-
-
 @dataclass
 class _Sandbox:
     """What this process keeps about one sandbox it created or reconnected to, by handle."""
 
     sdk: SandboxSync
-    http: SandboxHttp
     # When the server will end the sandbox, on the time.monotonic clock; None if never.
     expires_at: float | None
     # Where commands run and relative paths resolve; None for execd's own directory.
     workdir: str | None = None
+    # The sandbox's own services: the egress sidecar is read through http, execd through execd.
+    http: SandboxHttp = field(init=False)
+    execd: Execd = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.http = SandboxHttp(self.sdk)
+        self.execd = Execd(self.sdk, self.http)
 
     def resolve(self, path: str) -> str:
         """``path`` as the sandbox's shell reads it: relative to the working directory."""
@@ -123,7 +115,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     Commands run over execd's event stream, read here rather than through the SDK: each
     stream is held to ``max_output_bytes`` however its output is split into lines, the
     result comes back as soon as execd reports the command's end, and a stream that stops
-    arriving for :data:`~opensandbox_provider.sandbox._stream.STALL_WINDOW` seconds is
+    arriving for :data:`~opensandbox_provider.sandbox._execd.STALL_WINDOW` seconds is
     abandoned and its sandbox destroyed. execd itself enforces each command's deadline,
     so a command that runs out of time is killed and the sandbox and its files stay.
 
@@ -232,9 +224,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 )
             except Exception as e:
                 raise _explain_refused_policy(e, policy) from e
-        record = _Sandbox(
-            sdk, SandboxHttp(sdk), expires_at=started + self.sandbox_timeout, workdir=self.workdir
-        )
+        record = _Sandbox(sdk, expires_at=started + self.sandbox_timeout, workdir=self.workdir)
+        # Known by handle from here on, so that a failure below destroys it as any other.
+        with self._lock:
+            self._sandboxes[sdk.id] = record
         log.info(
             "Created OpenSandbox sandbox %s from image %s with %s, in %.2fs.",
             sdk.id,
@@ -247,21 +240,14 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             if policy is not None:
                 self._verify_policy(record, policy)
             if record.workdir is not None:
-                from opensandbox.models.filesystem import WriteEntry
-
-                with as_sandbox_errors(
-                    f"create the working directory {record.workdir!r}", terminal=True
-                ):
-                    sdk.files.create_directories([WriteEntry(path=record.workdir, mode=755)])
+                record.execd.create_working_directory(record.workdir)
             if spec is None or spec.owner is None:
                 # The toolset asking holds it until it destroys it. A sandbox provisioned for
                 # another task waits for that task unheld, for one lease.
                 self._hold(record)
         except BaseException:
-            self._discard_quietly(record)
+            self._destroy_quietly(sdk.id, after="its creation failed")
             raise
-        with self._lock:
-            self._sandboxes[sdk.id] = record
         log.info(
             "Sandbox %s is ready: execd answered its health check after %.2fs.", sdk.id, waited
         )
@@ -285,39 +271,20 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         return stamps
 
     def _wait_until_ready(self, record: _Sandbox, *, deadline: float) -> float:
-        """Poll execd's ``/ping`` until it answers; return how long that took."""
-        import httpx
-
+        """Ask execd whether it is up until it answers; return how long that took."""
         started = time.monotonic()
         with as_sandbox_errors(f"reach sandbox {record.sdk.id}", terminal=True):
-            url, headers = record.http.target(EXECD_PORT, "/ping")
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                response = record.http.client.get(
-                    url,
-                    headers=headers,
-                    timeout=min(record.http.request_timeout, max(remaining, 0.05)),
-                )
-            except httpx.TransportError:
-                pass
-            else:
-                if response.status_code < 300:
+            while True:
+                remaining = deadline - time.monotonic()
+                if record.execd.ping(within=remaining):
                     return time.monotonic() - started
-                if response.status_code in (401, 403):
-                    # Polling cannot fix credentials.
+                if time.monotonic() >= deadline:
                     raise SandboxTerminalError(
-                        f"Sandbox {record.sdk.id} refused its health check with HTTP "
-                        f"{response.status_code}: the server did not accept this connection's API "
-                        "key for it. Check the connection's password."
+                        f"Sandbox {record.sdk.id} did not become ready within "
+                        f"{self.ready_timeout:g}s, so it was destroyed. Check that the image "
+                        "starts on the OpenSandbox server, or raise ready_timeout."
                     )
-            if time.monotonic() >= deadline:
-                raise SandboxTerminalError(
-                    f"Sandbox {record.sdk.id} did not become ready within {self.ready_timeout:g}s, "
-                    "so it was destroyed. Check that the image starts on the OpenSandbox server, "
-                    "or raise ready_timeout."
-                )
-            time.sleep(min(READY_POLL_INTERVAL, max(remaining, 0.0)))
+                time.sleep(min(READY_POLL_INTERVAL, max(remaining, 0.0)))
 
     def _verify_policy(self, record: _Sandbox, policy: NetworkPolicy) -> None:
         problem = _policy.unenforced(record.http, policy)
@@ -361,10 +328,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 sdk.close()
                 raise
         record = _Sandbox(
-            sdk,
-            SandboxHttp(sdk),
-            expires_at=_monotonic(info.expires_at),
-            workdir=self._stamped_workdir(info),
+            sdk, expires_at=_monotonic(info.expires_at), workdir=self._stamped_workdir(info)
         )
         with self._lock:
             kept = self._sandboxes.setdefault(handle, record)
@@ -409,55 +373,46 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         timeout_ms = max(1, round(self._fit_to_lifetime(record, timeout) * 1000))
         applied = timeout_ms / 1000
         started = time.monotonic()
-        try:
-            streamed = run_streamed(
-                record.http,
-                command,
-                timeout_ms=timeout_ms,
-                max_output_bytes=int(max_output_bytes),
-                cwd=record.workdir,
-            )
-        except Exception as e:
-            raise self._command_failure(record, e) from e
+        with as_sandbox_errors(f"run a command in sandbox {record.sdk.id}"):
+            try:
+                streamed = record.execd.run(
+                    command,
+                    timeout_ms=timeout_ms,
+                    max_output_bytes=int(max_output_bytes),
+                    cwd=record.workdir,
+                )
+            except Exception as e:
+                # A transport error may be the sandbox ending under the command; the server
+                # knows.
+                if status_of(e) is None and not isinstance(e, SandboxError) and self._gone(record):
+                    raise _ended_under_command(record) from e
+                raise
         elapsed = time.monotonic() - started
-        parser, ending = streamed.parser, streamed.ending
         if streamed.abandoned is not None:
-            return self._abandon(record, streamed.abandoned, parser, applied, requested=timeout)
-        if ending is None:
+            log.warning(
+                "Sandbox %s: %s; destroying the sandbox to end the command.",
+                sandbox,
+                streamed.abandoned,
+            )
+            self._destroy_quietly(sandbox, after="abandoning its command")
+        elif streamed.ending is None and self._gone(record):
             # Through the server's proxy a sandbox that dies mid-command looks like a stream
             # that simply ended; only the server can tell, and a dead sandbox is terminal.
-            if self._gone(record):
-                raise _ended_under_command(record)
-            exit_code = -1
-            parser.stderr.append(
-                b"The sandbox ended the command's output without saying how it ended.\n"
+            raise _ended_under_command(record)
+        result = command_result(streamed, elapsed=elapsed, applied=applied, requested=timeout)
+        if streamed.abandoned is None:
+            log.info(
+                "Sandbox %s: %r %s in %.2fs (stdout %s; stderr %s).",
+                sandbox,
+                _shortened(command),
+                f"timed out after {applied:g}s"
+                if result.timed_out
+                else f"exited {result.exit_code}",
+                elapsed,
+                amount(streamed.parser.stdout),
+                amount(streamed.parser.stderr),
             )
-        else:
-            exit_code = -1 if ending.exit_code is None else ending.exit_code
-            if ending.exit_code in (None, -1) and ending.message:
-                # Only the message says what happened: a signal's name, or why it never started.
-                parser.stderr.append(ending.message.encode("utf-8", "replace") + b"\n")
-        # execd kills a command at its deadline with SIGKILL, and Go reports any death by
-        # signal as -1; only the clock tells a deadline from a command killed by a signal.
-        timed_out = ending is not None and ending.exit_code == -1 and elapsed >= applied
-        log.info(
-            "Sandbox %s: %r %s in %.2fs (stdout %s; stderr %s).",
-            sandbox,
-            _shortened(command),
-            f"timed out after {applied:g}s" if timed_out else f"exited {exit_code}",
-            elapsed,
-            _amount(parser.stdout),
-            _amount(parser.stderr),
-        )
-        return SandboxExecResult(
-            exit_code=exit_code,
-            stdout=parser.stdout.text(),
-            stderr=parser.stderr.text(),
-            timed_out=timed_out,
-            stdout_truncated=parser.stdout.truncated,
-            stderr_truncated=parser.stderr.truncated,
-            applied_timeout=applied if applied != timeout else None,
-        )
+        return result
 
     @staticmethod
     def _fit_to_lifetime(record: _Sandbox, timeout: float) -> float:
@@ -466,47 +421,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if record.expires_at is None:
             return timeout
         return min(timeout, max(1.0, record.expires_at - time.monotonic()))
-
-    def _command_failure(self, record: _Sandbox, error: Exception) -> Exception:
-        # A transport error may be the sandbox ending under the command; the server knows.
-        if status_of(error) is None and not isinstance(error, SandboxError) and self._gone(record):
-            return _ended_under_command(record)
-        return to_sandbox_error(error, f"run a command in sandbox {record.sdk.id}") or error
-
-    def _abandon(
-        self,
-        record: _Sandbox,
-        reason: str,
-        parser: EventParser,
-        applied: float,
-        *,
-        requested: float,
-    ) -> SandboxExecResult:
-        log.warning(
-            "Sandbox %s: %s; destroying the sandbox to end the command.", record.sdk.id, reason
-        )
-        try:
-            self.destroy(record.sdk.id)
-        except SandboxError:
-            log.warning(
-                "Could not destroy sandbox %s after abandoning its command; the server ends it "
-                "when its lifetime runs out.",
-                record.sdk.id,
-                exc_info=True,
-            )
-        parser.stderr.append(
-            f"The command was abandoned: {reason}. The sandbox was destroyed.\n".encode()
-        )
-        return SandboxExecResult(
-            exit_code=-1,
-            stdout=parser.stdout.text(),
-            stderr=parser.stderr.text(),
-            timed_out=True,
-            stdout_truncated=parser.stdout.truncated,
-            stderr_truncated=parser.stderr.truncated,
-            sandbox_terminated=True,
-            applied_timeout=applied if applied != requested else None,
-        )
 
     # ------------------------------------------------------------------
     # Files
@@ -521,7 +435,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             # Refused before any of it is transferred.
             raise SandboxFileTooLargeError(path, entry.size, max_bytes)
         data = bytearray()
-        with closing(self._download(record, path, max_bytes=max_bytes)) as chunks:
+        with (
+            self._unless_gone(record),
+            closing(record.execd.download(path, max_bytes=max_bytes)) as chunks,
+        ):
             for chunk in chunks:
                 data += chunk
                 if len(data) > max_bytes:
@@ -535,43 +452,21 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def write_file(self, sandbox: str, path: str, content: bytes) -> None:
         record = self._sandbox(sandbox)
         path = record.resolve(path)
-        # execd creates the parent directories of an upload itself
-        # (docs/execd-wire.rst, wire-upload).
-        with as_sandbox_errors(f"write {path!r}", missing=self._missing(record, path)):
-            record.sdk.files.write_file(path, content, mode=644)
+        with self._unless_gone(record):
+            record.execd.upload(path, content)
 
     def list_directory(self, sandbox: str, path: str) -> list[tuple[str, bool]]:
         record = self._sandbox(sandbox)
         path = record.resolve(path)
-        # Read and bounded here: the SDK parses a listing whole, so a directory of a million
-        # names would be a million objects on the worker before any cap could apply.
-        with as_sandbox_errors(f"list {path!r}", missing=self._missing(record, path)):
-            with record.http.get(
-                EXECD_PORT,
-                "/directories/list",
-                "List directory",
-                params={"path": path, "depth": "1"},
-            ) as response:
-                body = read_at_most(response, MAX_LIST_BODY)
-        entries = json.loads(body) if body is not None else None
-        if body is not None and not isinstance(entries, list):
-            raise SandboxError(
-                f"The sandbox answered a listing of {path!r} with something other than a list."
-            )
-        if entries is None or len(entries) > MAX_LIST_ENTRIES:
+        with self._unless_gone(record):
+            entries = record.execd.list_directory(path, limit=MAX_LIST_ENTRIES)
+        if entries is None:
             raise SandboxError(
                 f"{path!r} holds more than {MAX_LIST_ENTRIES} entries, too many to list. List a "
                 "subdirectory, or use a shell command that narrows it, such as `ls | head -100` or "
                 "`find <path> -maxdepth 1 -name '*.csv'`."
             )
-        return [
-            (
-                posixpath.basename(str(entry.get("path", "")).rstrip("/")),
-                entry.get("type") == "directory",
-            )
-            for entry in entries
-            if isinstance(entry, dict)
-        ]
+        return [(entry.name, entry.is_directory) for entry in entries]
 
     def export_file(self, sandbox: str, path: str, dest: BinaryIO, *, max_bytes: int) -> int:
         """Copy a regular file out through execd's download API, under the whole-copy deadline."""
@@ -583,7 +478,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             raise SandboxFileTooLargeError(path, entry.size, max_bytes)
         deadline = export_deadline(max_bytes)
         written = 0
-        with closing(self._download(record, path, max_bytes=max_bytes)) as chunks:
+        with (
+            self._unless_gone(record),
+            closing(record.execd.download(path, max_bytes=max_bytes)) as chunks,
+        ):
             for chunk in chunks:
                 check_export_deadline(path, deadline, max_bytes)
                 if written + len(chunk) > max_bytes:
@@ -595,22 +493,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             self._check_export_size(path, expected=entry.size, written=written)
         return written
 
-    def _regular_file(self, record: _Sandbox, path: str, *, purpose: str) -> _FileInfo:
+    def _regular_file(self, record: _Sandbox, path: str, *, purpose: str) -> FileInfo:
         """What ``path`` is, refusing anything that is not a file or a link to one."""
-        # Asked here rather than through the SDK, which logs a traceback for every path that
-        # does not exist: an everyday mistake of the model's, not an error of the task's.
-        with as_sandbox_errors(f"{purpose} {path!r}", missing=self._missing(record, path)):
-            with record.http.get(
-                EXECD_PORT, "/files/info", "Get file info", params={"path": path}
-            ) as response:
-                body = read_at_most(response, MAX_INFO_BODY)
-        infos = json.loads(body) if body is not None else None
-        entry = infos.get(path) if isinstance(infos, dict) else None
-        if not isinstance(entry, dict) or not isinstance(entry.get("size"), int):
-            raise SandboxError(
-                f"The sandbox did not describe {path!r} in a form this backend reads."
-            )
-        info = _FileInfo(kind=str(entry.get("type")), size=entry["size"])
+        with self._unless_gone(record):
+            info = record.execd.file_info(path, purpose=purpose)
         if info.kind == "directory":
             raise SandboxError(f"{path!r} is a directory. Use list_directory to see what is in it.")
         if info.kind not in ("file", "symlink"):
@@ -619,41 +505,21 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             )
         return info
 
-    def _download(
-        self, record: _Sandbox, path: str, *, max_bytes: int
-    ) -> Generator[bytes, None, None]:
+    @contextmanager
+    def _unless_gone(self, record: _Sandbox) -> Iterator[None]:
         """
-        The first ``max_bytes + 1`` bytes of ``path``, as they arrive.
-
-        A generator, so that what the caller does with a chunk fails in the caller and is
-        never taken for a failed download.
+        Let a missing path's error through unless the sandbox itself is gone: execd's file
+        API answers 404 for both when it is reached through the server.
         """
-        # Downloaded here rather than with the SDK's read_bytes_stream, which drops execd's
-        # error message and reads an error body whole.
-        with as_sandbox_errors(f"read {path!r}", missing=self._missing(record, path)):
-            with record.http.get(
-                EXECD_PORT,
-                "/files/download",
-                "Download file",
-                params={"path": path},
-                headers={"Range": f"bytes=0-{max_bytes}"},
-            ) as response:
-                # As httpcore reads them, at most 64 KiB each: re-cutting them to a fixed size
-                # would copy every byte once more for no bound that is not already there.
-                yield from response.iter_raw()
-
-    def _missing(self, record: _Sandbox, path: str) -> Callable[[], SandboxError]:
-        """The answer to a 404 from a file API, which says the same for a missing sandbox."""
-
-        def error() -> SandboxError:
+        try:
+            yield
+        except NoSuchPath as e:
             if self._gone(record):
-                return SandboxTerminalError(
+                raise SandboxTerminalError(
                     f"Sandbox {record.sdk.id} no longer exists: it was destroyed or reached the "
                     "end of its lifetime on the server."
-                )
-            return SandboxError(f"{path!r} does not exist in the sandbox.")
-
-        return error
+                ) from e
+            raise
 
     # ------------------------------------------------------------------
     # Attach: tags, and the lease a holder keeps
@@ -754,29 +620,27 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self._leases.drop(sandbox)
         with self._lock:
             record = self._sandboxes.pop(sandbox, None)
-        if record is not None:
-            self._discard(record)
+        if record is None:
+            # A sandbox that is unhealthy or paused must still be destroyable.
+            with self._manager(f"destroy sandbox {sandbox}") as manager:
+                _kill(lambda: manager.kill_sandbox(sandbox), sandbox)
             return
-        # A sandbox that is unhealthy or paused must still be destroyable.
-        with self._manager(f"destroy sandbox {sandbox}") as manager:
-            _kill(lambda: manager.kill_sandbox(sandbox), sandbox)
-
-    def _discard(self, record: _Sandbox) -> None:
-        with as_sandbox_errors(f"destroy sandbox {record.sdk.id}"):
+        with as_sandbox_errors(f"destroy sandbox {sandbox}"):
             try:
-                _kill(record.sdk.kill, record.sdk.id)
+                _kill(record.sdk.kill, sandbox)
             finally:
                 record.sdk.close()
 
-    def _discard_quietly(self, record: _Sandbox) -> None:
-        """Destroy a sandbox whose creation failed, without hiding why it failed."""
+    def _destroy_quietly(self, sandbox: str, *, after: str) -> None:
+        """Destroy a sandbox while another failure is reported, without hiding that failure."""
         try:
-            self._discard(record)
+            self.destroy(sandbox)
         except SandboxError:
             log.warning(
-                "Could not destroy sandbox %s after its creation failed; the server ends it when "
-                "its lifetime runs out.",
-                record.sdk.id,
+                "Could not destroy sandbox %s after %s; the server ends it when its lifetime "
+                "runs out.",
+                sandbox,
+                after,
                 exc_info=True,
             )
 
@@ -789,6 +653,7 @@ def _ended_under_command(record: _Sandbox) -> SandboxTerminalError:
 
 
 def _kill(kill: Callable[[], None], sandbox: str) -> None:
+    """Run ``kill``: a sandbox the server no longer has is as destroyed as one it ends now."""
     try:
         kill()
     except Exception as e:
@@ -842,15 +707,6 @@ def _monotonic(expires_at: datetime | None) -> float | None:
         expires_at = expires_at.replace(tzinfo=UTC)
     left = (expires_at - datetime.now(UTC)).total_seconds()
     return time.monotonic() + left if math.isfinite(left) else None
-
-
-def _amount(tail: BoundedTail) -> str:
-    """How much a stream carried and how much of it was kept, for the task log."""
-    if not tail.truncated:
-        return f"{tail.total} bytes"
-    # The text of a line too long to hold is not counted past what reached the tail.
-    carried = f"{tail.total} bytes" if tail.counted else f"over {tail.max_bytes} bytes"
-    return f"{carried}, the last {tail.max_bytes} kept"
 
 
 def _shortened(command: str) -> str:

@@ -1,0 +1,272 @@
+"""
+execd's API as this backend speaks it: what each call sends, and what its answer means.
+
+Each call returns plain values or raises the contract's errors; what to do about them (a
+path that is missing or a sandbox that is gone, a file too large, a stream given up on) is
+the backend's to decide. Most calls are made here rather than through the SDK, which reads
+a listing or an error body whole, logs a traceback for every missing path, and holds a
+command's stream open past its end; the upload and the working directory go through the SDK,
+whose requests for them this backend has no reason to change.
+
+One call is the exception to "our errors": :meth:`Execd.run` raises the SDK's exception for
+an error answer and lets transport errors through, since a broken stream may be the sandbox
+ending under the command, which only the server can tell.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
+
+from opensandbox_provider.sandbox._errors import as_sandbox_errors
+from opensandbox_provider.sandbox._events import EventParser
+from opensandbox_provider.sandbox._http import SandboxHttp, iter_body, read_at_most
+from opensandbox_provider.sandbox._outcome import StreamedCommand
+
+if TYPE_CHECKING:
+    from opensandbox import SandboxSync
+
+EXECD_PORT = 44772
+# execd sends a heartbeat every 3 s while a command runs (docs/execd-wire.rst, wire-ping), so this
+# long without a single byte is three heartbeats missed: the stream has stalled, whatever the
+# command does.
+STALL_WINDOW = 10.0
+# A stream whose heartbeats keep coming but which never ends is given up this long past
+# the command's budget; execd kills a command at its deadline, so this is never reached
+# by a healthy one.
+BACKSTOP_GRACE = 30.0
+# A ping waits no longer than the readiness deadline leaves, but never less than this.
+MIN_PING_TIMEOUT = 0.05
+# A description of one path is a few hundred bytes.
+MAX_INFO_BODY = 64 * 1024
+# The listing body is refused past this size before it is parsed, whatever it holds:
+# ten thousand entries with long absolute paths fit comfortably.
+MAX_LIST_BODY = 16 * 1024 * 1024
+_EVENT_STREAM_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+class NoSuchPath(SandboxError):
+    """
+    execd answered 404 for a path (docs/execd-wire.rst, wire-file-errors).
+
+    Through the server's proxy a sandbox that no longer exists answers the same, so the
+    caller, which can ask the server, decides which it was.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path!r} does not exist in the sandbox.")
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """
+    What execd says a path is, without following a link, and its size
+    (docs/execd-wire.rst, wire-fileinfo).
+    """
+
+    # ``file``, ``directory``, ``symlink`` or ``other``.
+    kind: str
+    # The inode's size: a symbolic link's is the length of the path it holds.
+    size: int
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One name in a directory listing."""
+
+    name: str
+    is_directory: bool
+
+
+class Execd:
+    """The execd of one sandbox, reached through that sandbox's :class:`SandboxHttp`."""
+
+    def __init__(self, sandbox: SandboxSync, http: SandboxHttp) -> None:
+        self._sandbox = sandbox
+        self._http = http
+
+    def ping(self, *, within: float) -> bool:
+        """
+        Whether execd answers its health check, asked for no longer than ``within`` seconds.
+
+        A status below 300 is ready; anything else, or no answer, is not ready yet, except a
+        refused API key, which waiting cannot fix (docs/execd-wire.rst, wire-readiness).
+        """
+        timeout = min(self._http.request_timeout, max(within, MIN_PING_TIMEOUT))
+        try:
+            response = self._http.request("GET", EXECD_PORT, "/ping", timeout=timeout)
+        except httpx.TransportError:
+            return False
+        if response.status_code in (401, 403):
+            raise SandboxTerminalError(
+                f"Sandbox {self._sandbox.id} refused its health check with HTTP "
+                f"{response.status_code}: the server did not accept this connection's API "
+                "key for it. Check the connection's password."
+            )
+        return response.status_code < 300
+
+    def run(
+        self, command: str, *, timeout_ms: int, max_output_bytes: int, cwd: str | None
+    ) -> StreamedCommand:
+        """
+        Run ``command`` through execd, which kills it ``timeout_ms`` milliseconds after it starts.
+
+        ``cwd`` is the directory it runs in; ``None`` leaves it to execd. The stream is read
+        incrementally and given up on once the terminal event has arrived, rather than
+        waiting out execd's grace after it (docs/execd-wire.rst, wire-grace), and once it is
+        silent for :data:`STALL_WINDOW` seconds or open :data:`BACKSTOP_GRACE` past the budget.
+        """
+        body: dict[str, object] = {"command": command, "timeout": timeout_ms}
+        if cwd is not None:
+            body["cwd"] = cwd
+        timeouts = httpx.Timeout(self._http.request_timeout, read=STALL_WINDOW)
+        give_up_at = time.monotonic() + timeout_ms / 1000 + BACKSTOP_GRACE
+        parser = EventParser(max_output_bytes)
+        try:
+            # execd answers a command it accepted with exactly 200
+            # (docs/execd-wire.rst, wire-command-request).
+            with self._http.stream(
+                "POST",
+                EXECD_PORT,
+                "/command",
+                "Run command",
+                json=body,
+                headers=_EVENT_STREAM_HEADERS,
+                timeout=timeouts,
+                expect=200,
+            ) as response:
+                _require_event_stream(response)
+                for chunk in iter_body(response, STALL_WINDOW):
+                    parser.feed(chunk)
+                    if parser.ending is not None:
+                        return StreamedCommand(parser, abandoned=None)
+                    if time.monotonic() > give_up_at:
+                        overran = (
+                            f"the command's stream was still open {BACKSTOP_GRACE:g}s past its "
+                            f"{timeout_ms / 1000:g}s budget"
+                        )
+                        return StreamedCommand(parser, abandoned=overran)
+        except httpx.ReadTimeout:
+            stalled = f"the sandbox sent nothing for {STALL_WINDOW:g}s, not even execd's heartbeat"
+            return StreamedCommand(parser, abandoned=stalled)
+        parser.close()
+        return StreamedCommand(parser, abandoned=None)
+
+    def file_info(self, path: str, *, purpose: str) -> FileInfo:
+        """What ``path`` is; ``purpose`` completes "Could not ..." in an error's message."""
+        with as_sandbox_errors(f"{purpose} {path!r}", missing=lambda: NoSuchPath(path)):
+            with self._http.stream(
+                "GET", EXECD_PORT, "/files/info", "Get file info", params={"path": path}
+            ) as response:
+                body = read_at_most(response, MAX_INFO_BODY)
+        # The answer is keyed by the path as it was asked for (docs/execd-wire.rst, wire-info).
+        infos = _json(body)
+        entry = infos.get(path) if isinstance(infos, dict) else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("size"), int):
+            raise SandboxError(
+                f"The sandbox did not describe {path!r} in a form this backend reads."
+            )
+        return FileInfo(kind=str(entry.get("type")), size=entry["size"])
+
+    def download(self, path: str, *, max_bytes: int) -> Generator[bytes, None, None]:
+        """
+        The first ``max_bytes + 1`` bytes of ``path``, as they arrive.
+
+        A generator, so that what the caller does with a chunk fails in the caller and is
+        never taken for a failed download. A range from byte 0 is always satisfiable, and
+        execd answers it with a 200 or a 206 alike (docs/execd-wire.rst, wire-range).
+        """
+        with as_sandbox_errors(f"read {path!r}", missing=lambda: NoSuchPath(path)):
+            with self._http.stream(
+                "GET",
+                EXECD_PORT,
+                "/files/download",
+                "Download file",
+                params={"path": path},
+                headers={"Range": f"bytes=0-{max_bytes}"},
+            ) as response:
+                # As httpcore reads them, at most 64 KiB each: re-cutting them to a fixed size
+                # would copy every byte once more for no bound that is not already there.
+                yield from response.iter_raw()
+
+    def upload(self, path: str, content: bytes) -> None:
+        """
+        Write ``content`` to ``path``, creating its parent directories
+        (docs/execd-wire.rst, wire-upload).
+        """
+        with as_sandbox_errors(f"write {path!r}", missing=lambda: NoSuchPath(path)):
+            self._sandbox.files.write_file(path, content, mode=644)
+
+    def create_working_directory(self, path: str) -> None:
+        """
+        Create ``path`` and its parents (docs/execd-wire.rst, wire-mkdir).
+
+        Any failure is terminal: it happens while the sandbox is being provisioned.
+        """
+        from opensandbox.models.filesystem import WriteEntry
+
+        with as_sandbox_errors(f"create the working directory {path!r}", terminal=True):
+            self._sandbox.files.create_directories([WriteEntry(path=path, mode=755)])
+
+    def list_directory(self, path: str, *, limit: int) -> list[Entry] | None:
+        """
+        The names directly in ``path``, or ``None`` when it holds more than ``limit``.
+
+        Counted before any is parsed into an :class:`Entry`, and a body past
+        :data:`MAX_LIST_BODY` is not parsed at all: the SDK parses a listing whole, so a
+        directory of a million names would be a million objects before any cap could apply.
+        """
+        with as_sandbox_errors(f"list {path!r}", missing=lambda: NoSuchPath(path)):
+            with self._http.stream(
+                "GET",
+                EXECD_PORT,
+                "/directories/list",
+                "List directory",
+                params={"path": path, "depth": "1"},
+            ) as response:
+                body = read_at_most(response, MAX_LIST_BODY)
+        if body is None:
+            return None
+        entries = _json(body)
+        if not isinstance(entries, list):
+            raise SandboxError(
+                f"The sandbox answered a listing of {path!r} with something other than a list."
+            )
+        if len(entries) > limit:
+            return None
+        # Paths come back absolute and clean (docs/execd-wire.rst, wire-listing).
+        return [
+            Entry(
+                name=posixpath.basename(str(entry.get("path", "")).rstrip("/")),
+                is_directory=entry.get("type") == "directory",
+            )
+            for entry in entries
+            if isinstance(entry, dict)
+        ]
+
+
+def _json(body: bytes | None) -> Any:
+    """``body`` parsed, or ``None`` when it ran past its bound or is not JSON."""
+    if body is None:
+        return None
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _require_event_stream(response: httpx.Response) -> None:
+    content_type = response.headers.get("content-type", "")
+    if "text/event-stream" not in content_type:
+        raise SandboxTerminalError(
+            f"The sandbox answered a command with Content-Type {content_type!r} rather than an "
+            "event stream, so what answers on its execd port is not execd. Check the execd image "
+            "the OpenSandbox server is configured with."
+        )

@@ -1,0 +1,83 @@
+"""
+How one command's event stream ended, as the contract's result: pure, no I/O of its own.
+
+execd says how a command ended in its terminal event, and says nothing about a deadline:
+it kills a command at its deadline with SIGKILL, and Go reports any death by signal as -1
+(docs/execd-wire.rst, wire-exit, wire-timeout). So what the result says is decided here,
+from the event, the clock, and whether the stream was given up on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow.providers.common.ai.sandbox.base import SandboxExecResult
+
+from opensandbox_provider.sandbox._events import BoundedTail, Ending, EventParser
+
+
+@dataclass(frozen=True)
+class StreamedCommand:
+    """
+    What the event stream of one command said.
+
+    ``abandoned`` says, as a clause for a sentence, why the stream was given up on before it
+    ended: no byte for the stall window, or still open past the budget's backstop.
+    ``None`` when it ended by itself, with ``ending`` holding the terminal event, if any.
+    """
+
+    parser: EventParser
+    abandoned: str | None
+
+    @property
+    def ending(self) -> Ending | None:
+        return self.parser.ending
+
+
+def command_result(
+    streamed: StreamedCommand, *, elapsed: float, applied: float, requested: float
+) -> SandboxExecResult:
+    """
+    The result of a command that ran ``elapsed`` seconds on a deadline of ``applied``.
+
+    ``requested`` is the deadline the caller asked for, which ``applied`` may shorten. An
+    abandoned command's sandbox has been destroyed to end it. What only the stream's end
+    says (why a command never started, that the output stopped without an ending) is added
+    to the stderr tail, so it reaches the model the way the command's own output does.
+    """
+    parser, ending = streamed.parser, streamed.ending
+    if streamed.abandoned is not None:
+        note = f"The command was abandoned: {streamed.abandoned}. The sandbox was destroyed.\n"
+        parser.stderr.append(note.encode())
+        exit_code, timed_out = -1, True
+    elif ending is None:
+        exit_code, timed_out = -1, False
+        parser.stderr.append(
+            b"The sandbox ended the command's output without saying how it ended.\n"
+        )
+    else:
+        exit_code = -1 if ending.exit_code is None else ending.exit_code
+        if ending.exit_code in (None, -1) and ending.message:
+            # Only the message says what happened: a signal's name, or why it never started.
+            parser.stderr.append(ending.message.encode("utf-8", "replace") + b"\n")
+        # Only the clock tells a deadline from a command killed by a signal.
+        timed_out = ending.exit_code == -1 and elapsed >= applied
+    return SandboxExecResult(
+        exit_code=exit_code,
+        stdout=parser.stdout.text(),
+        stderr=parser.stderr.text(),
+        timed_out=timed_out,
+        stdout_truncated=parser.stdout.truncated,
+        stderr_truncated=parser.stderr.truncated,
+        sandbox_terminated=streamed.abandoned is not None,
+        applied_timeout=applied if applied != requested else None,
+    )
+
+
+def amount(tail: BoundedTail) -> str:
+    """How much a stream carried and how much of it was kept, for the task log."""
+    if not tail.truncated:
+        return f"{tail.total} bytes"
+    # The text of a line too long to hold is not counted past what reached the tail.
+    carried = f"{tail.total} bytes" if tail.counted else f"over {tail.max_bytes} bytes"
+    return f"{carried}, the last {tail.max_bytes} kept"
