@@ -1,0 +1,294 @@
+"""execd's API as the backend speaks it, against answers scripted with httpx's MockTransport.
+
+The sandbox is the SDK's own, connected through the same transport, so each request takes the
+path a real one does: the SDK resolves the endpoint, SandboxHttp sends the request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+import httpx
+import pytest
+from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
+from opensandbox import SandboxSync
+from opensandbox.config.connection_sync import ConnectionConfigSync
+
+from opensandbox_provider.sandbox._execd import Entry, Execd, FileInfo, NoSuchPath
+from opensandbox_provider.sandbox._http import SandboxHttp
+from tests.unit.execd_wire import failed, frame
+
+Answer = Callable[[httpx.Request], httpx.Response]
+
+
+def answer_with(status: int, body: bytes = b"", content_type: str = "") -> httpx.Response:
+    """An answer whose body is read as it streams, as a real one's is."""
+    headers = {"Content-Type": content_type} if content_type else {}
+    return httpx.Response(status, headers=headers, stream=httpx.ByteStream(body))
+
+
+def json_answer(status: int, value: object) -> httpx.Response:
+    return answer_with(status, json.dumps(value).encode(), "application/json; charset=utf-8")
+
+
+def error(status: int, code: str, message: str) -> httpx.Response:
+    """An error answer as execd writes one (docs/execd-wire.rst, wire-errors)."""
+    return json_answer(status, {"code": code, "message": message})
+
+
+@pytest.fixture
+def execd_answering() -> Iterator[Callable[[Answer], Execd]]:
+    sandboxes: list[SandboxSync] = []
+
+    def connect(answer: Answer) -> Execd:
+        def route(request: httpx.Request) -> httpx.Response:
+            if "/endpoints/" in request.url.path:
+                port = request.url.path.rsplit("/", 1)[1]
+                return httpx.Response(200, json={"endpoint": f"sandbox.test/proxy/{port}"})
+            return answer(request)
+
+        config = ConnectionConfigSync(
+            domain="server.test",
+            transport=httpx.MockTransport(route),
+            request_timeout=timedelta(seconds=5),
+        )
+        sandbox = SandboxSync.connect("sbx", connection_config=config, skip_health_check=True)
+        sandboxes.append(sandbox)
+        return Execd(sandbox, SandboxHttp(sandbox))
+
+    yield connect
+    for sandbox in sandboxes:
+        sandbox.close()
+
+
+def test_a_ping_answered_below_300_is_ready(execd_answering) -> None:
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        return httpx.Response(200)
+
+    assert execd_answering(answer).ping(within=1.0) is True
+    assert asked == ["/proxy/44772/ping"]
+
+
+@pytest.mark.parametrize("status", [404, 502, 503])
+def test_a_ping_answered_otherwise_is_not_ready_yet(execd_answering, status: int) -> None:
+    assert execd_answering(lambda request: httpx.Response(status)).ping(within=1.0) is False
+
+
+def test_a_ping_that_cannot_connect_is_not_ready_yet(execd_answering) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+
+    assert execd_answering(answer).ping(within=1.0) is False
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_ping_refused_for_its_api_key_is_terminal(execd_answering, status: int) -> None:
+    execd = execd_answering(lambda request: httpx.Response(status))
+    with pytest.raises(SandboxTerminalError, match=f"HTTP {status}.*connection's password"):
+        execd.ping(within=1.0)
+
+
+def test_a_command_is_sent_with_its_deadline_and_read_to_its_ending(execd_answering) -> None:
+    sent: list[dict] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        events = frame("init", "id") + frame("stdout", "hi") + failed("3", "exit status 3")
+        return answer_with(200, events, "text/event-stream")
+
+    streamed = execd_answering(answer).run(
+        "exit 3", timeout_ms=2500, max_output_bytes=100, cwd="/work"
+    )
+    assert sent == [{"command": "exit 3", "timeout": 2500, "cwd": "/work"}]
+    assert streamed.abandoned is None
+    assert streamed.ending is not None and streamed.ending.exit_code == 3
+    assert streamed.parser.stdout.text() == "hi\n"
+
+
+def test_a_command_answered_with_other_than_200_raises_the_sdks_exception(
+    execd_answering,
+) -> None:
+    execd = execd_answering(lambda request: answer_with(204))
+    with pytest.raises(Exception, match="Run command failed") as raised:
+        execd.run("true", timeout_ms=1000, max_output_bytes=100, cwd=None)
+    assert getattr(raised.value, "status_code", None) == 204
+
+
+def test_file_info_is_the_kind_and_size_execd_reports_for_the_path(execd_answering) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.params["path"]
+        return json_answer(200, {path: {"path": path, "type": "file", "size": 12}})
+
+    info = execd_answering(answer).file_info("/data/a.csv", purpose="read")
+    assert info == FileInfo(kind="file", size=12)
+
+
+def test_a_path_execd_does_not_have_is_the_contracts_missing_path_error(execd_answering) -> None:
+    execd = execd_answering(
+        lambda request: error(404, "FILE_NOT_FOUND", "file not found. /nope: no such file")
+    )
+    with pytest.raises(NoSuchPath, match="'/nope' does not exist in the sandbox") as raised:
+        execd.file_info("/nope", purpose="read")
+    assert isinstance(raised.value, SandboxError)
+    assert not isinstance(raised.value, SandboxTerminalError)
+
+
+def test_a_runtime_error_is_a_sandbox_error_quoting_execd(execd_answering) -> None:
+    execd = execd_answering(
+        lambda request: error(500, "RUNTIME_ERROR", "error accessing file: permission denied")
+    )
+    with pytest.raises(SandboxError) as raised:
+        execd.file_info("/root/secret", purpose="export")
+    assert type(raised.value) is SandboxError
+    assert str(raised.value) == (
+        "Could not export '/root/secret': error accessing file: permission denied "
+        "[HTTP 500 RUNTIME_ERROR]."
+    )
+
+
+def test_a_gateway_error_is_terminal(execd_answering) -> None:
+    execd = execd_answering(lambda request: answer_with(502, b"Bad Gateway", "text/plain"))
+    with pytest.raises(SandboxTerminalError, match="Bad Gateway"):
+        execd.file_info("/a", purpose="read")
+
+
+def test_an_error_answer_that_is_not_json_is_quoted_as_it_came(execd_answering) -> None:
+    execd = execd_answering(lambda request: answer_with(500, b"upstream exploded", "text/plain"))
+    with pytest.raises(SandboxError, match="Could not read '/a': .*upstream exploded"):
+        execd.file_info("/a", purpose="read")
+
+
+@pytest.mark.parametrize("body", [b"<html>not json</html>", b"[]", b'{"/a": {"type": "file"}}'])
+def test_a_file_description_this_backend_cannot_read_is_a_sandbox_error(
+    execd_answering, body: bytes
+) -> None:
+    execd = execd_answering(lambda request: answer_with(200, body))
+    with pytest.raises(SandboxError, match="did not describe '/a' in a form this backend reads"):
+        execd.file_info("/a", purpose="read")
+
+
+def test_a_download_asks_for_one_byte_past_the_budget_and_yields_the_body(
+    execd_answering,
+) -> None:
+    asked: list[str | None] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request.headers.get("Range"))
+        return answer_with(206, b"0123456789a", "application/octet-stream")
+
+    data = b"".join(execd_answering(answer).download("/a", max_bytes=10))
+    assert asked == ["bytes=0-10"]
+    assert data == b"0123456789a"
+
+
+def test_a_download_of_a_missing_path_is_the_missing_path_error(execd_answering) -> None:
+    execd = execd_answering(lambda request: error(404, "FILE_NOT_FOUND", "file not found."))
+    with pytest.raises(NoSuchPath):
+        b"".join(execd.download("/gone", max_bytes=10))
+
+
+def test_an_upload_sends_the_content_to_the_path(execd_answering) -> None:
+    bodies: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        bodies.append(request.read())
+        assert request.url.path == "/proxy/44772/files/upload"
+        return httpx.Response(200)
+
+    execd_answering(answer).upload("/work/out.txt", b"the content")
+    assert len(bodies) == 1
+    assert b'"path": "/work/out.txt"' in bodies[0] or b'"path":"/work/out.txt"' in bodies[0]
+    assert b"the content" in bodies[0]
+
+
+def test_an_upload_execd_refuses_is_a_sandbox_error(execd_answering) -> None:
+    execd = execd_answering(
+        lambda request: error(500, "RUNTIME_ERROR", "error accessing file: read-only file system")
+    )
+    with pytest.raises(SandboxError, match="Could not write '/ro/f': .*read-only") as raised:
+        execd.upload("/ro/f", b"x")
+    assert type(raised.value) is SandboxError
+
+
+def test_the_working_directory_is_created_with_its_mode(execd_answering) -> None:
+    bodies: list[dict] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/proxy/44772/directories"
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200)
+
+    execd_answering(answer).create_working_directory("/home/agent/work")
+    assert [list(body) for body in bodies] == [["/home/agent/work"]]
+    assert bodies[0]["/home/agent/work"]["mode"] == 755
+
+
+def test_a_working_directory_execd_cannot_create_is_terminal(execd_answering) -> None:
+    execd = execd_answering(
+        lambda request: error(500, "RUNTIME_ERROR", "error accessing file: permission denied")
+    )
+    with pytest.raises(SandboxTerminalError, match="create the working directory '/root/w'"):
+        execd.create_working_directory("/root/w")
+
+
+def test_a_listing_names_each_entry_and_whether_it_is_a_directory(execd_answering) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert request.url.params["depth"] == "1"
+        return json_answer(
+            200,
+            [
+                {"path": "/work/data", "type": "directory", "size": 4096},
+                {"path": "/work/a.csv", "type": "file", "size": 3},
+                {"path": "/work/link", "type": "symlink", "size": 9},
+            ],
+        )
+
+    assert execd_answering(answer).list_directory("/work", limit=10) == [
+        Entry(name="data", is_directory=True),
+        Entry(name="a.csv", is_directory=False),
+        Entry(name="link", is_directory=False),
+    ]
+
+
+def test_a_listing_longer_than_the_limit_is_none(execd_answering) -> None:
+    entries = [{"path": f"/d/{n}", "type": "file"} for n in range(3)]
+    execd = execd_answering(lambda request: json_answer(200, entries))
+    assert execd.list_directory("/d", limit=2) is None
+    assert len(execd.list_directory("/d", limit=3) or []) == 3
+
+
+@pytest.mark.parametrize("body", [b"not json", b"{}", b"null"])
+def test_a_listing_that_is_not_a_list_is_a_sandbox_error(execd_answering, body: bytes) -> None:
+    execd = execd_answering(lambda request: answer_with(200, body))
+    with pytest.raises(SandboxError, match="answered a listing of '/d' with something other"):
+        execd.list_directory("/d", limit=10)
+
+
+def test_a_listing_of_a_missing_directory_is_the_missing_path_error(execd_answering) -> None:
+    execd = execd_answering(lambda request: error(404, "FILE_NOT_FOUND", "file not found."))
+    with pytest.raises(NoSuchPath, match="'/nope' does not exist"):
+        execd.list_directory("/nope", limit=10)
+
+
+def test_a_listing_that_is_not_a_directory_is_a_sandbox_error(execd_answering) -> None:
+    execd = execd_answering(
+        lambda request: error(400, "INVALID_REQUEST_BODY", "path is not a directory")
+    )
+    with pytest.raises(SandboxError, match="Could not list '/f': path is not a directory"):
+        execd.list_directory("/f", limit=10)
+
+
+def test_a_command_that_ends_the_stream_without_an_ending_has_none(execd_answering) -> None:
+    execd = execd_answering(
+        lambda request: answer_with(
+            200, frame("init", "id") + frame("stdout", "last words"), "text/event-stream"
+        )
+    )
+    streamed = execd.run("x", timeout_ms=1000, max_output_bytes=100, cwd=None)
+    assert streamed.abandoned is None and streamed.ending is None
+    assert streamed.parser.stdout.text() == "last words\n"
