@@ -161,11 +161,9 @@ class Execd:
 
     def file_info(self, path: str, *, purpose: str) -> FileInfo:
         """What ``path`` is; ``purpose`` completes "Could not ..." in an error's message."""
-        with as_sandbox_errors(f"{purpose} {path!r}", missing=lambda: NoSuchPath(path)):
-            with self._http.stream(
-                "GET", EXECD_PORT, "/files/info", "Get file info", params={"path": path}
-            ) as response:
-                body = read_at_most(response, MAX_INFO_BODY)
+        body = self._read(
+            "/files/info", "Get file info", f"{purpose} {path!r}", path, MAX_INFO_BODY
+        )
         # The answer is keyed by the path as it was asked for (docs/execd-wire.rst, wire-info).
         infos = _json(body)
         entry = infos.get(path) if isinstance(infos, dict) else None
@@ -223,15 +221,9 @@ class Execd:
         :data:`MAX_LIST_BODY` is not parsed at all: the SDK parses a listing whole, so a
         directory of a million names would be a million objects before any cap could apply.
         """
-        with as_sandbox_errors(f"list {path!r}", missing=lambda: NoSuchPath(path)):
-            with self._http.stream(
-                "GET",
-                EXECD_PORT,
-                "/directories/list",
-                "List directory",
-                params={"path": path, "depth": "1"},
-            ) as response:
-                body = read_at_most(response, MAX_LIST_BODY)
+        body = self._read(
+            "/directories/list", "List directory", f"list {path!r}", path, MAX_LIST_BODY, depth="1"
+        )
         if body is None:
             return None
         entries = _json(body)
@@ -250,6 +242,16 @@ class Execd:
             for entry in entries
             if isinstance(entry, dict)
         ]
+
+    def _read(
+        self, route: str, operation: str, doing: str, path: str, limit: int, **query: str
+    ) -> bytes | None:
+        """The body of a GET about ``path``, or ``None`` once it runs past ``limit`` bytes."""
+        with as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)):
+            with self._http.stream(
+                "GET", EXECD_PORT, route, operation, params={"path": path, **query}
+            ) as response:
+                return read_at_most(response, limit)
 
 
 def _json(body: bytes | None) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import h11
 import httpcore
@@ -31,6 +31,15 @@ NO_COMPRESSION = {"Accept-Encoding": "identity"}
 # How much one read of a streamed body asks the socket for: a read's worth of events is
 # parsed in one go, and this bounds what one read can add to memory.
 BODY_READ_SIZE = 256 * 1024
+
+
+class Options(TypedDict, total=False):
+    """What a request may add to its method and URL; a timeout left out is the connection's."""
+
+    params: Mapping[str, str]
+    headers: Mapping[str, str]
+    json: object
+    timeout: float | httpx.Timeout
 
 
 class SandboxHttp:
@@ -54,10 +63,10 @@ class SandboxHttp:
         )
 
     def request(
-        self, method: str, port: int, path: str, *, timeout: float | None = None
+        self, method: str, port: int, path: str, **options: Unpack[Options]
     ) -> httpx.Response:
         """The whole answer, whatever its status: for a call where every status means something."""
-        return self._send(method, port, path, timeout=timeout, stream=False)
+        return self._send(method, port, path, stream=False, **options)
 
     @contextmanager
     def stream(
@@ -67,11 +76,8 @@ class SandboxHttp:
         path: str,
         operation: str,
         *,
-        params: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        json: object = None,
-        timeout: float | httpx.Timeout | None = None,
         expect: int | None = None,
+        **options: Unpack[Options],
     ) -> Iterator[httpx.Response]:
         """
         The answer with its body unread; an error answer raises the SDK's exception for it.
@@ -80,45 +86,26 @@ class SandboxHttp:
         Leaving the block before the body has ended closes the connection instead of
         returning it to the pool.
         """
-        response = self._send(
-            method,
-            port,
-            path,
-            params=params,
-            headers=headers,
-            json=json,
-            timeout=timeout,
-            stream=True,
-        )
+        response = self._send(method, port, path, stream=True, **options)
         try:
-            failed = (
-                response.status_code >= 300 if expect is None else response.status_code != expect
-            )
-            if failed:
+            status = response.status_code
+            if status >= 300 if expect is None else status != expect:
                 raise api_error(response, operation)
             yield response
         finally:
             response.close()
 
     def _send(
-        self,
-        method: str,
-        port: int,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        json: object = None,
-        timeout: float | httpx.Timeout | None,
-        stream: bool,
+        self, method: str, port: int, path: str, *, stream: bool, **options: Unpack[Options]
     ) -> httpx.Response:
-        url, base_headers = self._target(port, path)
+        url, headers = self._target(port, path)
+        timeout = options.get("timeout")
         request = self._client.build_request(
             method,
             url,
-            params=params,
-            headers={**base_headers, **(headers or {})},
-            json=json,
+            params=options.get("params"),
+            headers={**headers, **options.get("headers", {})},
+            json=options.get("json"),
             timeout=self.request_timeout if timeout is None else timeout,
         )
         return self._client.send(request, stream=stream)

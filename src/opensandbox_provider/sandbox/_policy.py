@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
+from opensandbox_provider.sandbox._errors import status_of, to_sandbox_error
 from opensandbox_provider.sandbox._http import SandboxHttp, read_at_most
 
 if TYPE_CHECKING:
@@ -70,6 +71,18 @@ def network_policy(spec: SandboxSpec | None) -> NetworkPolicy | None:
 
     rules = [NetworkRule(action="allow", target=target) for target in hosts + ranges]
     return NetworkPolicy(defaultAction="deny", egress=rules or None)
+
+
+def explain_refusal(error: Exception, policy: NetworkPolicy | None) -> Exception:
+    """A create refused for its network policy, with what to do about it; any other as it is."""
+    if policy is None or status_of(error) != 400 or "networkpolicy" not in str(error).lower():
+        return error
+    detail = to_sandbox_error(error, "create a sandbox", terminal=True)
+    return SandboxTerminalError(
+        f"{detail} The server cannot enforce a network policy, which a sandbox that denies egress "
+        f"needs: configure its egress sidecar ([egress] with mode {ADDRESS_LAYER_MODE}), or pass "
+        "SandboxSpec(block_network=False) for a sandbox that may reach the network."
+    )
 
 
 def describe(policy: NetworkPolicy | None) -> str:

@@ -27,6 +27,17 @@ import re
 import string
 import zlib
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from airflow.providers.common.ai.sandbox.base import (
+    NETWORK_TAG,
+    OWNER_TAG,
+    WORKDIR_TAG,
+    encode_network_policy,
+)
+
+if TYPE_CHECKING:
+    from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
 PREFIX = "airflow-tag/"
 """Every metadata key holding a tag starts with this, and no other key does."""
@@ -96,6 +107,25 @@ def decode(metadata: Mapping[str, str]) -> dict[str, str]:
             )
         tags[name] = value
     return tags
+
+
+def provisioning_tags(spec: SandboxSpec, *, workdir: str | None) -> dict[str, str]:
+    """The tags a task attaches to a sandbox provisioned for it by: its owner and what it may do."""
+    # No expiry tag: read_tags reads the server's own, which renewals keep moving.
+    tags = {OWNER_TAG: str(spec.owner), NETWORK_TAG: encode_network_policy(spec)}
+    if workdir is not None:
+        tags[WORKDIR_TAG] = workdir
+    return tags
+
+
+def stamped_workdir(metadata: Mapping[str, str] | None, *, default: str | None) -> str | None:
+    """The creator's working directory on a provisioned sandbox, else ``default``."""
+    try:
+        tags = decode(metadata or {})
+    except DamagedTagError:
+        # attach reports the damage; a reconnect only needs a directory.
+        return default
+    return tags.get(WORKDIR_TAG) if OWNER_TAG in tags else default
 
 
 def patch(current: Mapping[str, str], tags: Mapping[str, str]) -> dict[str, str | None]:

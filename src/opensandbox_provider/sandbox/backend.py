@@ -15,22 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import (
     EXPIRES_AT_TAG,
-    NETWORK_TAG,
-    OWNER_TAG,
-    WORKDIR_TAG,
     AttachableSandboxBackend,
     SandboxError,
     SandboxExecResult,
     SandboxFileTooLargeError,
     SandboxTerminalError,
-    encode_network_policy,
     is_sandbox_handle,
 )
 
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _policy, _tags
-from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of, to_sandbox_error
+from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
 from opensandbox_provider.sandbox._execd import Execd, FileInfo, NoSuchPath
 from opensandbox_provider.sandbox._http import SandboxHttp
 from opensandbox_provider.sandbox._lease import Leases
@@ -215,7 +211,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     timeout=timedelta(seconds=self.sandbox_timeout),
                     ready_timeout=timedelta(seconds=self.ready_timeout),
                     env=env,
-                    metadata=self._metadata(spec),
+                    metadata=_metadata(spec, workdir=self.workdir),
                     resource={"cpu": self.cpu, "memory": self.memory},
                     network_policy=policy,
                     connection_config=config,
@@ -223,7 +219,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     skip_health_check=True,
                 )
             except Exception as e:
-                raise _explain_refused_policy(e, policy) from e
+                raise _policy.explain_refusal(e, policy) from e
         record = _Sandbox(sdk, expires_at=started + self.sandbox_timeout, workdir=self.workdir)
         # Known by handle from here on, so that a failure below destroys it as any other.
         with self._lock:
@@ -252,23 +248,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             "Sandbox %s is ready: execd answered its health check after %.2fs.", sdk.id, waited
         )
         return sdk.id
-
-    def _metadata(self, spec: SandboxSpec | None) -> dict[str, str]:
-        """
-        Metadata stamped on a new sandbox: who made it, a name to find it by, and for a
-        sandbox provisioned for another task, the tags that task attaches by.
-        """
-        metadata = {**CREATED_BY, "name": f"airflow-sandbox-{uuid.uuid4().hex[:12]}"}
-        if spec is not None and spec.owner is not None:
-            metadata.update(_tags.encode(self._stamps(spec)))
-        return metadata
-
-    def _stamps(self, spec: SandboxSpec) -> dict[str, str]:
-        # No expiry stamp: read_tags reads the server's own, which renewals keep moving.
-        stamps = {OWNER_TAG: str(spec.owner), NETWORK_TAG: encode_network_policy(spec)}
-        if self.workdir is not None:
-            stamps[WORKDIR_TAG] = self.workdir
-        return stamps
 
     def _wait_until_ready(self, record: _Sandbox, *, deadline: float) -> float:
         """Ask execd whether it is up until it answers; return how long that took."""
@@ -328,22 +307,15 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 sdk.close()
                 raise
         record = _Sandbox(
-            sdk, expires_at=_monotonic(info.expires_at), workdir=self._stamped_workdir(info)
+            sdk,
+            expires_at=_monotonic(info.expires_at),
+            workdir=_tags.stamped_workdir(info.metadata, default=self.workdir),
         )
         with self._lock:
             kept = self._sandboxes.setdefault(handle, record)
         if kept is not record:
             sdk.close()
         return kept
-
-    def _stamped_workdir(self, info: SandboxInfo) -> str | None:
-        """The creator's working directory on a provisioned sandbox, else this backend's."""
-        try:
-            tags = _tags.decode(info.metadata or {})
-        except _tags.DamagedTagError:
-            # attach reports the damage; a reconnect only needs a directory.
-            return self.workdir
-        return tags.get(WORKDIR_TAG) if OWNER_TAG in tags else self.workdir
 
     def _gone(self, record: _Sandbox) -> bool:
         """Whether the sandbox no longer exists or can no longer run; a failure to ask raises."""
@@ -427,17 +399,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     # ------------------------------------------------------------------
 
     def read_file(self, sandbox: str, path: str, *, max_bytes: int) -> bytes:
-        validate_positive_finite(max_bytes, "max_bytes")
-        record = self._sandbox(sandbox)
-        path = record.resolve(path)
-        entry = self._regular_file(record, path, purpose="read")
-        if entry.kind == "file" and entry.size > max_bytes:
-            # Refused before any of it is transferred.
-            raise SandboxFileTooLargeError(path, entry.size, max_bytes)
         data = bytearray()
-        with (
-            self._unless_gone(record),
-            closing(record.execd.download(path, max_bytes=max_bytes)) as chunks,
+        with self._download(sandbox, path, max_bytes=max_bytes, purpose="read") as (
+            path,
+            entry,
+            chunks,
         ):
             for chunk in chunks:
                 data += chunk
@@ -470,18 +436,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def export_file(self, sandbox: str, path: str, dest: BinaryIO, *, max_bytes: int) -> int:
         """Copy a regular file out through execd's download API, under the whole-copy deadline."""
-        validate_positive_finite(max_bytes, "max_bytes")
-        record = self._sandbox(sandbox)
-        path = record.resolve(path)
-        entry = self._regular_file(record, path, purpose="export")
-        if entry.kind == "file" and entry.size > max_bytes:
-            raise SandboxFileTooLargeError(path, entry.size, max_bytes)
-        deadline = export_deadline(max_bytes)
         written = 0
-        with (
-            self._unless_gone(record),
-            closing(record.execd.download(path, max_bytes=max_bytes)) as chunks,
+        with self._download(sandbox, path, max_bytes=max_bytes, purpose="export") as (
+            path,
+            entry,
+            chunks,
         ):
+            deadline = export_deadline(max_bytes)
             for chunk in chunks:
                 check_export_deadline(path, deadline, max_bytes)
                 if written + len(chunk) > max_bytes:
@@ -492,6 +453,26 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             # A symlink reports its own size, not its target's, so there is nothing to check it by.
             self._check_export_size(path, expected=entry.size, written=written)
         return written
+
+    @contextmanager
+    def _download(
+        self, sandbox: str, path: str, *, max_bytes: int, purpose: str
+    ) -> Iterator[tuple[str, FileInfo, Iterator[bytes]]]:
+        """
+        The path as resolved, what it is, and its first ``max_bytes + 1`` bytes as they
+        arrive; a file that says it is larger is refused before any of it is transferred.
+        """
+        validate_positive_finite(max_bytes, "max_bytes")
+        record = self._sandbox(sandbox)
+        path = record.resolve(path)
+        entry = self._regular_file(record, path, purpose=purpose)
+        if entry.kind == "file" and entry.size > max_bytes:
+            raise SandboxFileTooLargeError(path, entry.size, max_bytes)
+        with (
+            self._unless_gone(record),
+            closing(record.execd.download(path, max_bytes=max_bytes)) as chunks,
+        ):
+            yield path, entry, chunks
 
     def _regular_file(self, record: _Sandbox, path: str, *, purpose: str) -> FileInfo:
         """What ``path`` is, refusing anything that is not a file or a link to one."""
@@ -688,16 +669,12 @@ def _environment(spec: SandboxSpec | None) -> dict[str, str] | None:
     return dict(env)
 
 
-def _explain_refused_policy(error: Exception, policy: NetworkPolicy | None) -> Exception:
-    """A refused network policy, with what to do about it; any other error as it is."""
-    if policy is None or status_of(error) != 400 or "networkpolicy" not in str(error).lower():
-        return error
-    detail = to_sandbox_error(error, "create a sandbox", terminal=True)
-    return SandboxTerminalError(
-        f"{detail} The server cannot enforce a network policy, which a sandbox that denies egress "
-        "needs: configure its egress sidecar ([egress] with mode dns+nft), or pass "
-        "SandboxSpec(block_network=False) for a sandbox that may reach the network."
-    )
+def _metadata(spec: SandboxSpec | None, *, workdir: str | None) -> dict[str, str]:
+    """Who made a new sandbox, a name to find it by, and the tags of one provisioned for a task."""
+    metadata = {**CREATED_BY, "name": f"airflow-sandbox-{uuid.uuid4().hex[:12]}"}
+    if spec is not None and spec.owner is not None:
+        metadata.update(_tags.encode(_tags.provisioning_tags(spec, workdir=workdir)))
+    return metadata
 
 
 def _monotonic(expires_at: datetime | None) -> float | None:
