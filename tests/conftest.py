@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 
 from tests.stack import leaks
+from tests.stack.images import ROLES
 from tests.stack.state import ServerInfo, StackState, read_state
 
 STACK_FIXTURES = {"stack", "plain_server", "dns_server", "dns_nft_server"}
@@ -20,6 +21,20 @@ HEALTH_WAIT_SECONDS = 30
 def pytest_configure(config: pytest.Config) -> None:
     # The SDK otherwise posts telemetry to the server after every create.
     os.environ["OPENSANDBOX_DISABLE_METRICS"] = "1"
+    _keep_the_stacks_named_images()
+
+
+def _keep_the_stacks_named_images() -> None:
+    """A test that brings the stack up itself (``make demo``) must not swap a named image for
+    our stand-in: each role the running stack serves from a named image stays named for every
+    process the suite starts, also when pytest was run without the variable."""
+    try:
+        state = read_state()
+    except RuntimeError:
+        return
+    for role, variable in ROLES.items():
+        if state.runs_named(role) and not os.environ.get(variable, "").strip():
+            os.environ[variable] = state.images[role]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

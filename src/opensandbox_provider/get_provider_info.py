@@ -53,6 +53,7 @@ def get_provider_info() -> dict[str, Any]:
                         "schema": "http or https",
                         "password": "the server's api_key",
                         "request_timeout": "30",
+                        "ca_bundle": "/etc/ssl/certs/opensandbox-ca.pem",
                     },
                 },
                 "conn-fields": {
@@ -70,6 +71,14 @@ def get_provider_info() -> dict[str, Any]:
                             "published port. On unless switched off here or in the backend."
                         ),
                         "schema": {"type": ["boolean", "null"]},
+                    },
+                    "ca_bundle": {
+                        "label": "CA bundle",
+                        "description": (
+                            "Path, on the workers and the api-server, of a PEM file of the "
+                            "certificate authorities to trust for https besides the default ones."
+                        ),
+                        "schema": {"type": ["string", "null"]},
                     },
                 },
             }

@@ -1,4 +1,5 @@
-"""OpenSandboxHook: an Airflow connection, given as AIRFLOW_CONN_* JSON, as the SDK's config."""
+"""OpenSandboxHook: an Airflow connection, given as AIRFLOW_CONN_* JSON or URI, as the SDK's
+config."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from collections.abc import Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import pytest
+from airflow.sdk._shared.secrets_masker import SecretsMasker, _secrets_masker
 
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
+from tests.unit.tls import EMPTY_LISTING, PrivateAuthority, https_lifecycle_api, make_authority
 
 API_KEY = "test-key-that-must-never-be-shown"
 
@@ -224,3 +228,213 @@ def test_the_connection_test_says_what_is_wrong_with_the_connection(connection) 
     connection(password=API_KEY)
     ok, message = OpenSandboxHook().test_connection()
     assert (ok, "has no host" in message) == (False, True)
+
+
+@pytest.mark.parametrize(
+    ("host", "domain"),
+    [
+        ("sandboxes.internal:8443", "sandboxes.internal:8443"),
+        ("10.0.0.7:8080", "10.0.0.7:8080"),
+        ("[fd00::1]:8080", "[fd00::1]:8080"),
+        ("[fd00::1]", "[fd00::1]"),
+    ],
+)
+def test_a_port_written_into_the_host_is_taken_when_the_port_field_is_empty(
+    connection, host: str, domain: str
+) -> None:
+    connection(host=host)
+    assert OpenSandboxHook().connection_config.domain == domain
+
+
+def test_a_port_in_the_host_that_agrees_with_the_port_field_is_used_once(connection) -> None:
+    connection(host="sandboxes.internal:8443", port=8443)
+    assert OpenSandboxHook().connection_config.domain == "sandboxes.internal:8443"
+
+
+@pytest.mark.parametrize("host", ["sandboxes.internal:8443", "[fd00::1]:8443"])
+def test_a_port_in_the_host_that_differs_from_the_port_field_is_refused(
+    connection, host: str
+) -> None:
+    connection(host=host, port=9443)
+    with pytest.raises(InvalidConnectionError, match="8443 in its host .* but 9443 in its Port"):
+        OpenSandboxHook().get_conn()
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "sandboxes.internal:",
+        "sandboxes.internal:https",
+        "h:70000",
+        "[fd00::1",
+        "[::1]x",
+        "[]:8080",
+        "[sandboxes.internal]:8080",
+        "sandboxes::internal",
+    ],
+)
+def test_a_host_with_something_other_than_a_port_after_it_says_to_use_the_port_field(
+    connection, host: str
+) -> None:
+    connection(host=host)
+    with pytest.raises(InvalidConnectionError, match="Port field"):
+        OpenSandboxHook().get_conn()
+
+
+def test_the_connection_test_names_the_real_fault_behind_a_host_with_a_port(
+    connection, not_opensandbox
+) -> None:
+    port = closed_port()
+    connection(host=f"127.0.0.1:{port}", password=API_KEY)
+    ok, message = OpenSandboxHook().test_connection()
+    assert not ok
+    assert message.startswith(f"Could not reach an OpenSandbox server at http://127.0.0.1:{port} (")
+
+    connection(host=f"127.0.0.1:{not_opensandbox}", password=API_KEY)
+    ok, message = OpenSandboxHook().test_connection()
+    assert not ok
+    assert f"at http://127.0.0.1:{not_opensandbox}, but not as an OpenSandbox lifecycle API" in (
+        message
+    )
+
+
+@pytest.fixture(scope="module")
+def authority(tmp_path_factory: pytest.TempPathFactory) -> PrivateAuthority:
+    return make_authority(tmp_path_factory.mktemp("private-ca"))
+
+
+@pytest.fixture
+def private_tls_server(authority: PrivateAuthority) -> Iterator[int]:
+    with https_lifecycle_api(authority) as port:
+        yield port
+
+
+def test_the_connection_test_trusts_the_authority_the_ca_bundle_names(
+    connection, authority, private_tls_server
+) -> None:
+    connection(
+        host="127.0.0.1",
+        port=private_tls_server,
+        schema="https",
+        password=API_KEY,
+        extra={"ca_bundle": str(authority.ca_pem)},
+    )
+    assert OpenSandboxHook().test_connection() == (
+        True,
+        f"Connected to the OpenSandbox server at https://127.0.0.1:{private_tls_server}; "
+        "it accepted the API key.",
+    )
+
+
+def test_the_transport_a_sandbox_gets_trusts_the_ca_bundle_too(
+    connection, authority, private_tls_server
+) -> None:
+    # The backend's own requests to a sandbox's services go over the sandbox's SDK
+    # transport, without the retry wrapper; this is that client.
+    from opensandbox.transport import unwrap_retry_transport
+
+    connection(
+        host="127.0.0.1",
+        port=private_tls_server,
+        schema="https",
+        extra={"ca_bundle": str(authority.ca_pem)},
+    )
+    config = OpenSandboxHook().connection_config.with_transport_if_missing()
+    try:
+        client = httpx.Client(transport=unwrap_retry_transport(config.transport))
+        response = client.get(f"https://127.0.0.1:{private_tls_server}/v1/sandboxes")
+    finally:
+        config.close_transport_if_owned()
+    assert response.json() == EMPTY_LISTING
+
+
+def test_without_the_ca_bundle_the_connection_test_says_tls_failed_and_names_the_extra(
+    connection, private_tls_server
+) -> None:
+    connection(host="127.0.0.1", port=private_tls_server, schema="https", password=API_KEY)
+    ok, message = OpenSandboxHook().test_connection()
+    assert not ok
+    assert message.startswith(f"The TLS handshake with https://127.0.0.1:{private_tls_server} ")
+    assert "certificate verify failed" in message
+    assert "ca_bundle extra" in message
+    assert API_KEY not in message
+
+
+@pytest.mark.parametrize(
+    ("contents", "refusal"),
+    [
+        (None, "cannot be read"),
+        ("a directory", "cannot be read"),
+        ("", "holds no certificate in PEM form"),
+        ("not a certificate\n", "holds no certificate in PEM form"),
+        (b"\x30\x82\xff\xfe", "holds no certificate in PEM form"),
+    ],
+)
+def test_a_ca_bundle_that_cannot_be_used_is_refused_naming_the_extra(
+    connection, tmp_path, contents, refusal
+) -> None:
+    bundle = tmp_path / "ca.pem"
+    if contents == "a directory":
+        bundle.mkdir()
+    elif isinstance(contents, bytes):
+        bundle.write_bytes(contents)
+    elif contents is not None:
+        bundle.write_text(contents)
+    connection(host="h", schema="https", extra={"ca_bundle": str(bundle)})
+    with pytest.raises(InvalidConnectionError, match="ca_bundle extra") as refused:
+        OpenSandboxHook().get_conn()
+    assert refusal in str(refused.value)
+    ok, message = OpenSandboxHook().test_connection()
+    assert (ok, "ca_bundle extra" in message) == (False, True)
+
+
+@pytest.fixture
+def masker() -> Iterator[SecretsMasker]:
+    """Airflow's own log masker, as a task's is set up; what a test adds to it is taken back."""
+    masker = _secrets_masker()
+    # Importing Airflow configures it from [core] sensitive_var_conn_names, as in a task.
+    assert masker.should_hide_value_for_key("use_server_proxy")
+    patterns, replacer = masker.patterns, masker.replacer
+    # Other tests' connections have added their own values; start from none.
+    masker.reset_masker()
+    yield masker
+    masker.patterns, masker.replacer = patterns, replacer
+
+
+def define_uri(monkeypatch: pytest.MonkeyPatch, uri: str) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_OPENSANDBOX_DEFAULT", uri)
+
+
+def test_route_through_server_false_in_a_uri_switches_the_proxy_off_and_masks_nothing(
+    monkeypatch, masker
+) -> None:
+    define_uri(monkeypatch, "opensandbox://sandboxes.internal:8080?route_through_server=false")
+    assert OpenSandboxHook().connection_config.use_server_proxy is False
+    assert masker.redact("the value is false") == "the value is false"
+
+
+def test_use_server_proxy_as_a_json_boolean_masks_nothing(connection, masker) -> None:
+    connection(host="sandboxes.internal", extra={"use_server_proxy": False})
+    assert OpenSandboxHook().connection_config.use_server_proxy is False
+    assert masker.redact("the value is false") == "the value is false"
+
+
+def test_airflow_masks_use_server_proxy_false_as_a_string_which_route_through_server_avoids(
+    monkeypatch, masker
+) -> None:
+    # Airflow's doing, on loading the connection, before any hook reads it: should it stop,
+    # route_through_server is no longer needed.
+    define_uri(monkeypatch, "opensandbox://sandboxes.internal:8080?use_server_proxy=false")
+    assert OpenSandboxHook().connection_config.use_server_proxy is False
+    assert masker.redact("the value is false") == "the value is ***"
+
+
+def test_route_through_server_and_use_server_proxy_that_disagree_are_refused(connection) -> None:
+    connection(host="h", extra={"use_server_proxy": True, "route_through_server": "false"})
+    with pytest.raises(InvalidConnectionError, match="Keep one of them"):
+        OpenSandboxHook().get_conn()
+
+
+def test_route_through_server_overrides_nothing_when_it_agrees(connection) -> None:
+    connection(host="h", extra={"use_server_proxy": False, "route_through_server": "off"})
+    assert OpenSandboxHook().connection_config.use_server_proxy is False

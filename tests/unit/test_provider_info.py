@@ -61,7 +61,17 @@ def test_the_form_relabels_the_password_as_the_api_key_and_hides_the_login() -> 
     behaviour = connection_type()["ui-field-behaviour"]
     assert behaviour["hidden-fields"] == ["login"]
     assert behaviour["relabeling"]["password"] == "API key"
-    assert set(connection_type()["conn-fields"]) == {"request_timeout", "use_server_proxy"}
+    assert set(connection_type()["conn-fields"]) == {
+        "request_timeout",
+        "use_server_proxy",
+        "ca_bundle",
+    }
+
+
+def test_the_form_takes_the_ca_bundle_as_a_path() -> None:
+    field = connection_type()["conn-fields"]["ca_bundle"]
+    assert field["schema"] == {"type": ["string", "null"]}
+    assert "PEM" in field["description"]
 
 
 def test_airflow_discovers_the_provider_and_its_hook() -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import ssl
+from contextlib import suppress
 from datetime import timedelta
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import BaseHook
@@ -23,6 +26,10 @@ API_KEY_VARIABLE = "OPEN_SANDBOX_API_KEY"
 DEFAULT_REQUEST_TIMEOUT = 30.0
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
+# use_server_proxy under a name Airflow does not take for a secret's. Airflow masks, in every
+# log, each string value of an extra whose name contains "proxy", and a URI gives every extra
+# as a string: use_server_proxy=false there would turn each "false" in the task logs to ***.
+ROUTE_THROUGH_SERVER = "route_through_server"
 
 
 class InvalidConnectionError(ValueError):
@@ -36,8 +43,11 @@ class OpenSandboxHook(BaseHook):
     The connection's host and port name the server, its schema is ``http`` or ``https``,
     and its password is the server's API key. Extras: ``request_timeout`` (seconds per
     request) and ``use_server_proxy`` (reach each sandbox through the server rather than
-    its published port). This is the shape common-ai's built-in OpenSandbox backend reads
-    from a generic connection, so one connection serves either backend.
+    its published port; ``route_through_server`` is the same setting, for a URI), and
+    ``ca_bundle`` (a PEM file of certificate authorities to trust as well). Host, port,
+    schema, password, ``request_timeout`` and ``use_server_proxy`` are the shape common-ai's
+    built-in OpenSandbox backend reads from a generic connection, so one connection serves
+    either backend.
 
     With ``opensandbox_conn_id=None`` the server comes from ``OPEN_SANDBOX_DOMAIN`` and the
     key from ``OPEN_SANDBOX_API_KEY``, as for the SDK on its own.
@@ -78,7 +88,7 @@ class OpenSandboxHook(BaseHook):
         Raises :class:`InvalidConnectionError` when the connection is not usable as filled in.
         """
         require_sdk()
-        from opensandbox.config.connection_sync import ConnectionConfigSync
+        from opensandbox_provider._connection_config import ConnectionConfig
 
         settings = (
             self._from_environment()
@@ -88,7 +98,7 @@ class OpenSandboxHook(BaseHook):
         use_server_proxy = settings.pop("use_server_proxy", None)
         if self._use_server_proxy is not None:
             use_server_proxy = self._use_server_proxy
-        return ConnectionConfigSync(
+        return ConnectionConfig(
             **settings,
             use_server_proxy=True if use_server_proxy is None else use_server_proxy,
         )
@@ -113,26 +123,24 @@ class OpenSandboxHook(BaseHook):
             raise InvalidConnectionError(
                 f"The host of connection {conn_id!r} is {host!r}; it must be a bare host name or "
                 "address. Put the protocol in the connection's schema (http or https) and the port "
-                "in its port."
+                "in its Port field."
             )
+        host, port = _host_and_port(host, conn.port, conn_id)
         protocol = (conn.schema or "http").strip().lower()
         if protocol not in ("http", "https"):
             raise InvalidConnectionError(
                 f"The schema of connection {conn_id!r} is {conn.schema!r}; set it to http or https."
             )
-        if ":" in host and not host.startswith("["):
-            host = f"[{host}]"  # an IPv6 address, which a port would otherwise run into
         extra = conn.extra_dejson
         return {
-            "domain": f"{host}:{conn.port}" if conn.port else host,
+            "domain": f"{host}:{port}" if port else host,
             "protocol": protocol,
             "api_key": conn.password or None,
             "request_timeout": timedelta(
                 seconds=_request_timeout(extra.get("request_timeout"), conn_id)
             ),
-            "use_server_proxy": _optional_bool(
-                extra.get("use_server_proxy"), "use_server_proxy", conn_id
-            ),
+            "use_server_proxy": _use_server_proxy(extra, conn_id),
+            "ca_certificates": _ca_certificates(extra.get("ca_bundle"), conn_id),
         }
 
     @staticmethod
@@ -189,6 +197,99 @@ class OpenSandboxHook(BaseHook):
         return True, f"Connected to the OpenSandbox server at {url}; it accepted the API key."
 
 
+def _host_and_port(host: str, port: int | None, conn_id: str) -> tuple[str, int | None]:
+    """
+    The host as a URL needs it (an IPv6 address bracketed), and the port.
+
+    A port written into the host, as ``host:port`` or ``[IPv6]:port``, is taken when the Port
+    field is empty or agrees: common-ai's backend accepts that shape, so a connection made for
+    it works here too. A bare IPv6 address has more than one colon and never carries a port.
+    """
+    address, colon, written = host, "", ""
+    if host.startswith("["):
+        address, bracket, rest = host[1:].partition("]")
+        if not bracket or rest[:1] not in ("", ":"):
+            raise InvalidConnectionError(
+                f"The host of connection {conn_id!r} is {host!r}, which opens a bracket it does "
+                "not close right after the address. Write an IPv6 address bare or as [address], "
+                "and put the port in the connection's Port field."
+            )
+        colon, written = rest[:1], rest[1:]
+    elif host.count(":") == 1:
+        address, colon, written = host.partition(":")
+    if colon:
+        if not (written.isascii() and written.isdigit() and 0 < int(written) < 65536):
+            raise InvalidConnectionError(
+                f"The host of connection {conn_id!r} is {host!r}, and {written!r} after its colon "
+                "is not a port. Put the port in the connection's Port field and leave the host "
+                "bare."
+            )
+        if port and port != int(written):
+            raise InvalidConnectionError(
+                f"Connection {conn_id!r} has port {written} in its host ({host!r}) but {port} in "
+                "its Port field. Remove the port from the host and keep the right one in the "
+                "Port field."
+            )
+        port = int(written)
+    if host.startswith("[") or ":" in address:
+        try:
+            ipaddress.IPv6Address(address)
+        except ValueError:
+            raise InvalidConnectionError(
+                f"The host of connection {conn_id!r} is {host!r}, which is neither a host name "
+                "with a port nor an IPv6 address. Set the host to the bare name or address, and "
+                "put the port in the connection's Port field."
+            ) from None
+        address = f"[{address}]"
+    return address, port
+
+
+def _use_server_proxy(extra: dict[str, Any], conn_id: str) -> bool | None:
+    shared = _optional_bool(extra.get("use_server_proxy"), "use_server_proxy", conn_id)
+    own = _optional_bool(extra.get(ROUTE_THROUGH_SERVER), ROUTE_THROUGH_SERVER, conn_id)
+    if shared is not None and own is not None and shared != own:
+        raise InvalidConnectionError(
+            f"Connection {conn_id!r} sets use_server_proxy to {shared} but "
+            f"{ROUTE_THROUGH_SERVER} to {own}, and they are the same setting. Keep one of them."
+        )
+    return shared if own is None else own
+
+
+def _ca_certificates(path: Any, conn_id: str) -> str | None:
+    """The PEM text of the file the ``ca_bundle`` extra names, checked to hold a certificate."""
+    if path is None or path == "":
+        return None
+    advice = (
+        "Set it to the path, on every worker and on the api-server, of a PEM file holding the "
+        "certificate of the authority that signed the server's, or leave it out to trust the "
+        "default authorities only."
+    )
+    if not isinstance(path, str):
+        raise InvalidConnectionError(
+            f"The ca_bundle extra of connection {conn_id!r} is {path!r}, not a path. {advice}"
+        )
+    try:
+        pem = Path(path).read_text(encoding="ascii")
+    except OSError as e:
+        raise InvalidConnectionError(
+            f"The ca_bundle extra of connection {conn_id!r} names {path!r}, which cannot be "
+            f"read ({e.strerror or e}). {advice}"
+        ) from e
+    except UnicodeDecodeError:
+        pem = ""  # not PEM, which is ASCII: refused below with the same message as any other
+    # A context that trusts nothing else, so that what it holds afterwards is this file's
+    # alone; every way of holding no certificate gets the one message below.
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    with suppress(ssl.SSLError, ValueError):
+        probe.load_verify_locations(cadata=pem)
+    if not probe.cert_store_stats()["x509"]:
+        raise InvalidConnectionError(
+            f"The ca_bundle extra of connection {conn_id!r} names {path!r}, which holds no "
+            f"certificate in PEM form. {advice}"
+        )
+    return pem
+
+
 def _request_timeout(value: Any, conn_id: str | None) -> float:
     if value is None or value == "":
         return DEFAULT_REQUEST_TIMEOUT
@@ -227,8 +328,9 @@ def _describe_failure(error: BaseException, url: str) -> str:
         if _caused_by(error, ssl.SSLError):
             return (
                 f"The TLS handshake with {url} failed ({_cause_text(error)}). If the server "
-                "does not serve TLS, set the connection's schema to http; if it does, make its "
-                "certificate authority trusted on this machine."
+                "does not serve TLS, set the connection's schema to http; if its certificate is "
+                "signed by an authority of your own, set the connection's ca_bundle extra to that "
+                "authority's certificate (a PEM file)."
             )
         return (
             f"Could not reach an OpenSandbox server at {url} ({_cause_text(error)}). Check the "

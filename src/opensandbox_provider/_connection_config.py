@@ -1,0 +1,48 @@
+"""
+The SDK's connection config, trusting the certificate authorities a connection names.
+
+Imported only once the SDK is known to be installed (see :mod:`._sdk`).
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import httpx
+from opensandbox.config.connection_sync import ConnectionConfigSync
+from opensandbox.transport import unwrap_retry_transport
+from pydantic import Field
+
+
+class ConnectionConfig(ConnectionConfigSync):
+    """:class:`ConnectionConfigSync` whose transports also trust ``ca_certificates``."""
+
+    # PEM text rather than a path: the file is read, and refused with the extra's name,
+    # once, when the connection is, not again inside the SDK whenever a sandbox is made.
+    ca_certificates: str | None = Field(default=None, repr=False)
+
+    def new_owned_transport(self, **limits: Any) -> httpx.BaseTransport:
+        transport = super().new_owned_transport(**limits)
+        if self.ca_certificates is not None:
+            _ssl_context_of(transport).load_verify_locations(cadata=self.ca_certificates)
+        return transport
+
+
+def _ssl_context_of(transport: httpx.BaseTransport) -> ssl.SSLContext:
+    """
+    The one SSL context the SDK builds its transport on, or an error saying so.
+
+    The SDK takes no SSL context, but shares the one it makes between its pooled transport
+    and the one it uses for deadline-bound requests; adding authorities to it reaches both.
+    It is held privately, so it is looked up defensively, and a transport of another shape
+    is refused: it would not trust the authority, and every handshake would fail.
+    """
+    context = getattr(unwrap_retry_transport(transport), "_ssl_context", None)
+    if not isinstance(context, ssl.SSLContext):
+        raise RuntimeError(
+            "This version of the OpenSandbox SDK builds its HTTP transport in a way the "
+            "connection's ca_bundle extra cannot reach. Install the SDK version this provider "
+            "pins, or leave ca_bundle out and name the file in SSL_CERT_FILE instead."
+        )
+    return context
