@@ -97,6 +97,19 @@ def test_validation_errors_are_json_before_any_event(wire: ExecdWire):
     assert "'Command' failed on the 'required' tag" in response.json()["message"]
 
 
+def test_a_byte_that_is_not_utf8_is_escaped_while_a_real_replacement_character_stays_raw(
+    wire: ExecdWire,
+):
+    # Go's encoder writes the escape \ufffd for each invalid byte, and a U+FFFD the text really
+    # holds as its raw UTF-8: the real execd showed it, the stand-in first wrote both raw.
+    stream = wire.run({"command": "printf 'caf\\351\\377\\n'; printf 'x\\357\\277\\275y\\n'"})
+
+    frames = [frame for frame in stream.frames if frame.type == "stdout"]
+    assert [frame.event["text"] for frame in frames] == ["caf\ufffd\ufffd", "x\ufffdy"]
+    assert b'"text":"caf\\ufffd\\ufffd"' in frames[0].raw
+    assert b'"text":"x\xef\xbf\xbdy"' in frames[1].raw
+
+
 def test_output_frames_are_gos_encoding_whatever_mix_of_lines_one_read_brings(wire: ExecdWire):
     # Plain lines and lines that need escaping, all in one read of the output file: each
     # frame must be exactly what Go's encoder writes for its line, in the lines' order.

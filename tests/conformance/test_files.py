@@ -24,6 +24,18 @@ def test_upload_creates_parents_and_applies_decimal_coded_octal_mode(sandbox: Sa
     assert info.entry_type == "file"
 
 
+def test_upload_makes_the_lexical_parents_and_opens_the_path_as_given(sandbox: SandboxSync):
+    # Seen on the real execd: through a missing directory and "..", the parent made is the
+    # cleaned one (/tmp/lex), and opening /tmp/lex/missing/../f then fails.
+    with pytest.raises(SandboxApiException) as raised:
+        sandbox.files.write_files([WriteEntry(path="/tmp/lex/missing/../f.txt", data="x")])
+
+    assert raised.value.status_code == 500
+    assert "no such file or directory" in str(raised.value)
+    listed = sandbox.commands.run("ls -a /tmp/lex").logs.stdout
+    assert [line.text for line in listed] == [".", ".."]
+
+
 def test_upload_mode_defaults_to_755(sandbox: SandboxSync):
     sandbox.files.write_file("/tmp/default-mode", "x")
 
@@ -353,6 +365,7 @@ def test_names_that_are_not_utf8_are_listed_and_found_with_one_replacement_per_b
 
     for response in (listed, found):
         assert response.status_code == 200
-        assert b'"path":"/tmp/odd/caf\xef\xbf\xbd\xef\xbf\xbd.txt"' in response.content
+        # Go writes the escape \ufffd for each byte of the name that is not UTF-8.
+        assert b'"path":"/tmp/odd/caf\\ufffd\\ufffd.txt"' in response.content
     entries = sandbox.files.list_directory(DirectoryListEntry(path="/tmp/odd"))
     assert [entry.path for entry in entries] == ["/tmp/odd/caf\ufffd\ufffd.txt"]

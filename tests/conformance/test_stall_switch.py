@@ -5,6 +5,9 @@ import httpx
 import pytest
 
 from tests.conformance.wire import ExecdWire
+from tests.markers import NEEDS_STALL_SWITCH
+
+pytestmark = NEEDS_STALL_SWITCH
 
 # Longer than a heartbeat interval (3 s): a stream that stays silent this long has no heartbeat.
 SILENCE_S = 4.5

@@ -49,6 +49,23 @@ def test_deny_all_refuses_every_name(
     assert listener.peers == []
 
 
+def test_deny_all_still_lets_a_sandbox_reach_its_nameservers_address_on_any_port(
+    dns_nft_server: ServerInfo, stack: StackState
+):
+    # The sidecar allows its nameservers' addresses on every port, not only for DNS: a user whose
+    # sandboxes resolve through a host that serves more than DNS should know. Our resolver has an
+    # address of its own on the bridge, where this listener is too.
+    beside_the_resolver = Listener(stack.resolver["host"])
+    try:
+        with sandbox(dns_nft_server, stack, deny_all()) as sb:
+            outcomes = reach(sb, (stack.resolver["host"], beside_the_resolver.port))
+    finally:
+        beside_the_resolver.close()
+
+    assert outcomes == ["connected"]
+    assert len(beside_the_resolver.peers) == 1
+
+
 def test_deny_all_drops_packets_to_a_literal_address_with_dns_nft(
     dns_nft_server: ServerInfo, stack: StackState, listener: Listener
 ):

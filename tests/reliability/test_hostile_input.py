@@ -71,6 +71,9 @@ def test_awkward_path_survives_write_read_list_and_export(sandbox, directory, na
 
 def test_dot_dot_resolves_inside_the_sandbox(sandbox):
     backend, handle = sandbox
+    # The kernel resolves "sub/.." only through a "sub" that exists: execd creates a path's
+    # lexical parents, never "sub" itself (docs/execd-wire.rst, wire-upload).
+    backend.run_command(handle, f"mkdir -p {BASE}/sub", timeout=30, max_output_bytes=CAP)
     backend.write_file(handle, f"{BASE}/sub/../dotdot.txt", b"up one")
 
     assert backend.read_file(handle, f"{BASE}/dotdot.txt", max_bytes=CAP) == b"up one"

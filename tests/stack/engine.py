@@ -9,6 +9,14 @@ from pathlib import Path
 from tests.stack import processes
 
 BRIDGE_IP = "172.17.0.1"
+# The resolver's own address on the bridge, apart from the gateway address where the tests'
+# listeners are: the egress sidecar lets a sandbox reach its nameservers' addresses on every
+# port (docs/execd-wire.rst, wire-egress-modes), so on one shared address no test could show a
+# packet to a listener dropped.
+RESOLVER_IP = "172.17.255.254"
+# Keeps the engine's container addresses in the lower half of the bridge, clear of RESOLVER_IP.
+FIXED_CIDR = "172.17.0.0/17"
+BRIDGE = "docker0"
 DOCKERD = "dockerd"
 # Host programs the stack calls, by the Debian package that provides them. nftables and iproute2
 # are here because the egress stand-in's rules are inspected and debugged with them on the host.
@@ -49,10 +57,18 @@ def ensure_host_packages() -> list[str]:
 
 
 def ensure_engine() -> bool:
-    """Makes ``docker info`` answer. Returns True when this call started dockerd."""
+    """Makes ``docker info`` answer. Returns True when this call started dockerd.
+
+    A dockerd this stack started earlier with other options (an older resolver address) is
+    restarted; an engine someone else runs is used as it is.
+    """
+    ours = processes.find(DOCKERD)
+    if ours is not None and ours.fingerprint != _fingerprint():
+        processes.stop(DOCKERD, grace_seconds=30)
+        ours = None
     if docker_answers():
         return False
-    if processes.find(DOCKERD) is None:
+    if ours is None:
         if os.geteuid() != 0:
             raise RuntimeError(
                 "Docker does not answer `docker info`. Start the Docker engine (or add your user "
@@ -60,7 +76,7 @@ def ensure_engine() -> bool:
             )
         # Containers resolve names only through our resolver on the bridge: the machine's own
         # nameserver is off-machine, and sandboxes must never reach it.
-        processes.start(DOCKERD, [DOCKERD, "--dns", BRIDGE_IP])
+        processes.start(DOCKERD, _dockerd_argv(), fingerprint=_fingerprint())
         started = True
     else:
         started = False  # a dockerd we started earlier is still coming up
@@ -73,6 +89,30 @@ def ensure_engine() -> bool:
             )
         time.sleep(0.5)
     return started
+
+
+def ensure_resolver_address() -> bool:
+    """Puts RESOLVER_IP on the bridge, where containers (told it by dockerd) look for it.
+
+    True if this call added it. Without root it is left to whoever runs the engine.
+    """
+    shown = subprocess.run(
+        ["ip", "-o", "-4", "addr", "show", "dev", BRIDGE], capture_output=True, text=True
+    )
+    if f" {RESOLVER_IP}/" in shown.stdout or os.geteuid() != 0:
+        return False
+    subprocess.run(
+        ["ip", "addr", "add", f"{RESOLVER_IP}/32", "dev", BRIDGE], check=True, capture_output=True
+    )
+    return True
+
+
+def _dockerd_argv() -> list[str]:
+    return [DOCKERD, "--dns", RESOLVER_IP, "--fixed-cidr", FIXED_CIDR]
+
+
+def _fingerprint() -> str:
+    return " ".join(_dockerd_argv())
 
 
 def stop_engine() -> bool:

@@ -1,4 +1,5 @@
-"""Runs our resolver (``tests.stack.resolver``) on the bridge, where dockerd sends containers."""
+"""Runs our resolver (``tests.stack.resolver``) on its address on the bridge, where dockerd
+sends containers."""
 
 import os
 import socket
@@ -6,7 +7,7 @@ import sys
 import time
 
 from tests.stack import processes
-from tests.stack.engine import BRIDGE_IP
+from tests.stack.engine import RESOLVER_IP
 from tests.stack.paths import REPO
 from tests.stack.resolver import DEFAULT_ZONE
 
@@ -24,7 +25,8 @@ def ensure_resolver() -> bool:
     if processes.find(PROCESS_NAME) is not None:
         return False
     zone_args = [arg for name, ip in DEFAULT_ZONE.items() for arg in ("--zone", f"{name}={ip}")]
-    argv = [sys.executable, "-m", "tests.stack.resolver", "--bind", BRIDGE_IP, "--port", str(PORT)]
+    argv = [sys.executable, "-m", "tests.stack.resolver", "--bind", RESOLVER_IP]
+    argv += ["--port", str(PORT)]
     processes.start(PROCESS_NAME, [*argv, *zone_args], cwd=REPO)
     try:
         _wait_listening()
@@ -46,12 +48,12 @@ def _wait_listening() -> None:
     deadline = time.monotonic() + START_SECONDS
     while True:
         try:
-            socket.create_connection((BRIDGE_IP, PORT), timeout=0.5).close()
+            socket.create_connection((RESOLVER_IP, PORT), timeout=0.5).close()
             return
         except OSError:
             if processes.find(PROCESS_NAME) is None or time.monotonic() > deadline:
                 raise RuntimeError(
-                    f"The resolver did not listen on {BRIDGE_IP}:{PORT}; read its log, "
+                    f"The resolver did not listen on {RESOLVER_IP}:{PORT}; read its log, "
                     f"{processes.log_file(PROCESS_NAME)}."
                 ) from None
             time.sleep(0.1)

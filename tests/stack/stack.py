@@ -39,12 +39,14 @@ def _bring_up(started: Started) -> None:
     with _step("docker engine") as note:
         started.engine = engine.ensure_engine()
         note("started" if started.engine else "answering")
+        if engine.ensure_resolver_address():
+            note(f"(resolver address {engine.RESOLVER_IP} added to the bridge)")
     choice = images.chosen_images()
     with _step("images") as note:
         built = images.ensure_images(choice)
-        note(("built or pulled " + ", ".join(built)) if built else "up to date;")
+        note(("built or pulled " + ", ".join(built)) if built else "up to date")
         roles = (f"{role} {choice.image(role)} ({choice.kinds[role]})" for role in images.ROLES)
-        note("; " + ", ".join(roles))
+        note("(" + ", ".join(roles) + ")")
     with _step("server venv") as note:
         note("installed" if servers.ensure_server_venv() else "up to date")
     with _step("resolver") as note:
@@ -102,7 +104,7 @@ def status() -> str:
         used_by = "the dns and dns+nft servers" if role == "egress" else "every server"
         kind = state.image_kinds[role]
         lines.append(f"{role} image: {state.images[role]} ({kind}; {used_by})")
-    lines.append(f"resolver: {state.bridge_ip}:53")
+    lines.append(f"resolver: {state.resolver['host']}:{state.resolver['port']}")
     return "\n".join(lines)
 
 
@@ -120,7 +122,7 @@ def _state(key: str, choice: images.ImageChoice) -> StackState:
         spec.name: ServerInfo(spec.name, servers.HOST, spec.port, key, spec.egress_mode)
         for spec in servers.SERVERS
     }
-    resolver = {"host": engine.BRIDGE_IP, "port": nameserver.PORT, "zone": dict(DEFAULT_ZONE)}
+    resolver = {"host": engine.RESOLVER_IP, "port": nameserver.PORT, "zone": dict(DEFAULT_ZONE)}
     return StackState(
         infos, choice.image("sandbox"), engine.BRIDGE_IP, resolver, choice.images, choice.kinds
     )

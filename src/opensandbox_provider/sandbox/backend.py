@@ -500,7 +500,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     f"Sandbox {record.sdk.id} no longer exists: it was destroyed or reached the "
                     "end of its lifetime on the server."
                 ) from e
-            raise
+            # The contract's own class, not our marker subclass: callers and the toolset
+            # compare it exactly, as they do common-ai's.
+            raise SandboxError(str(e)) from None
 
     # ------------------------------------------------------------------
     # Attach: tags, and the lease a holder keeps

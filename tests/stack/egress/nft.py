@@ -93,12 +93,9 @@ def filter_script(policy: Policy, nameservers: list[str]) -> str:
         "ip daddr @dyn_allow_v4 accept",
         "ip daddr @allow_v4 accept",
         "ip6 daddr @allow_v6 accept",
-        # Deliberate deviation: the sidecar allows its resolv.conf nameservers on every port
-        # (`nameserver.go`). Here the nameserver is the Docker bridge gateway, which is also the
-        # only address tests may send to, so it is allowed for DNS only; otherwise no deny could
-        # ever be shown. The proxy's own queries already pass by their mark.
-        "ip daddr @nameservers_v4 udp dport 53 accept",
-        "ip daddr @nameservers_v4 tcp dport 53 accept",
+        # The sidecar's nameservers (resolv.conf's and its upstreams) are allowed on every
+        # port, not only 53 (docs/execd-wire.rst, wire-egress-modes).
+        "ip daddr @nameservers_v4 accept",
     ]
     if chain_policy == "drop":
         rules.append("counter drop")

@@ -1,6 +1,5 @@
 """Go's encodings: what execd's JSON, strings, times, numbers and errors look like on the wire."""
 
-import codecs
 import json
 import os
 import re
@@ -42,23 +41,20 @@ def go_json(value) -> bytes:
     try:
         return text.encode()
     except UnicodeEncodeError:
-        # A file name that is not UTF-8 reaches us with surrogate escapes; Go has its raw bytes
-        # and writes one U+FFFD for each invalid one (docs/execd-wire.rst, wire-framing), which is
-        # what go_string does.
-        return go_string(text.encode("utf-8", "surrogateescape")).encode()
+        # Bytes that are not UTF-8 (a file name, a line of output) reach us as surrogate escapes.
+        # Go writes the six-character escape \ufffd for each such byte, while a real U+FFFD in
+        # the text stays raw UTF-8 (docs/execd-wire.rst, wire-framing).
+        return _RAW_BYTE.sub(r"\\ufffd", text).encode()
 
 
-def _one_replacement_per_byte(error: UnicodeDecodeError):
-    return "\ufffd" * (error.end - error.start), error.end
-
-
-codecs.register_error("go-replace", _one_replacement_per_byte)
+# What surrogateescape makes of a byte that is not UTF-8: one code point per byte.
+_RAW_BYTE = re.compile("[\udc80-\udcff]")
 
 
 def go_string(data: bytes) -> str:
-    """Go's JSON encoder turns every invalid UTF-8 byte into its own U+FFFD
-    (docs/execd-wire.rst, wire-framing)."""
-    return data.decode("utf-8", "go-replace")
+    """Output bytes as text for go_json, which writes Go's \\ufffd for each byte that is not
+    UTF-8 (docs/execd-wire.rst, wire-framing)."""
+    return data.decode("utf-8", "surrogateescape")
 
 
 def go_time(nanoseconds: int) -> str:

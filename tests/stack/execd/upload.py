@@ -4,6 +4,7 @@
 import email.message
 import json
 import os
+import posixpath
 import time
 
 from exchange import (
@@ -94,13 +95,21 @@ def upload_metadata(raw: bytes) -> dict:
     return metadata
 
 
+def go_dir(path: str) -> str:
+    """Go's filepath.Dir: all but the last element, cleaned ("." when nothing is left)."""
+    return posixpath.normpath(posixpath.dirname(path) or ".")
+
+
 def write_upload(path: str, content: bytes) -> None:
     """Parents are created, an existing file is overwritten, and the data is synced
     (docs/execd-wire.rst, wire-upload)."""
+    # Go's filepath.Dir cleans what it returns, so the parents made are the path's lexical ones,
+    # while the file is opened by the path as given: through a missing directory and "..", the
+    # open fails (docs/execd-wire.rst, wire-upload).
+    directory = go_dir(path)
     try:
-        make_directories(os.path.dirname(path) or ".")
+        make_directories(directory)
     except FileError as error:
-        directory = os.path.dirname(path) or "."
         raise runtime_error(f"error creating target directory {directory}. {error}") from None
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o777)
