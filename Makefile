@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 VENV := .venv
 PY := $(VENV)/bin/python
-STACK := $(PY) -m tests.stack
+STACK := $(PY) -m dev.stack
 PYTEST_ARGS ?=
 # Images for the stack's roles (docs/local-stack.rst, "Running on the real execd"): unset, the
 # stack builds its own stand-ins; set, it uses the named image as it is.
@@ -60,7 +60,7 @@ stack-restart: setup
 
 # The stack's server runs from its own venv; its pins come from this resolution.
 pin-stack:
-	{ echo "# The OpenSandbox server of the local test stack (tests/stack), in its own venv because its pins"; \
+	{ echo "# The OpenSandbox server of the local test stack (dev/stack), in its own venv because its pins"; \
 	  echo "# clash with Airflow's. Regenerate with \`make pin-stack\`."; \
 	  echo 'opensandbox-server==1.1.1' | uv pip compile --quiet --no-header --python-version 3.11 -; \
 	} > requirements/stack-server.txt
@@ -74,7 +74,7 @@ docs: setup
 # another Airflow home.
 DEMO_HOME ?= .airflow/demo
 demo: setup
-	$(STACK) run -- $(PY) -m tests.airflow_stack demo --home $(DEMO_HOME) $(if $(ONCE),--once) \
+	$(STACK) run -- $(PY) -m dev.airflow_stack demo --home $(DEMO_HOME) $(if $(ONCE),--once) \
 	  $(if $(AIRFLOW_PORT),--port $(AIRFLOW_PORT))
 
 # Our backend beside common-ai's built-in one and the raw SDK, on the local stack, in one run
@@ -84,5 +84,5 @@ bench: setup
 	$(STACK) run -- $(PY) -m benchmarks
 
 lint: setup
-	$(PY) -m ruff check src tests system_tests benchmarks
+	$(PY) -m ruff check src tests dev system_tests benchmarks
 	$(PY) -m mypy src

@@ -29,8 +29,8 @@ from benchmarks.report import (
     write_json,
 )
 from benchmarks.subjects import BACKENDS, SUBJECTS, make_subject
+from dev.stack.state import read_state
 from opensandbox_provider.sandbox._execd import STALL_WINDOW
-from tests.stack.state import read_state
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts"

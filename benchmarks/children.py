@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from dev.stack.state import read_state
 from tests.reliability.cleanup import destroy_directly
-from tests.stack.state import read_state
 
 # A runaway subject gets a MemoryError instead of pushing the machine into swap; far above
 # anything a bounded backend needs, far below what the machine has.

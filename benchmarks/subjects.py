@@ -14,7 +14,7 @@ from typing import BinaryIO, Protocol
 
 from airflow.providers.common.ai.sandbox import SandboxSpec
 
-from tests.stack.state import ServerInfo
+from dev.stack.state import ServerInfo
 
 CONN_ID = "opensandbox_bench"
 # All three go to execd directly, as the SDK does by default; the built-in backend would

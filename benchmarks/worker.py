@@ -18,8 +18,8 @@ import time
 from benchmarks import workloads
 from benchmarks.memory import MIB, peak_rss_delta
 from benchmarks.subjects import make_subject
+from dev.stack.state import read_state
 from tests.containers import run_frozen
-from tests.stack.state import read_state
 
 
 class Terminated(Exception):

@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 
-from tests.stack import leaks
-from tests.stack.images import ROLES
-from tests.stack.state import ServerInfo, StackState, read_state
+from dev.stack import leaks
+from dev.stack.images import ROLES
+from dev.stack.state import ServerInfo, StackState, read_state
 
 STACK_FIXTURES = {"stack", "plain_server", "dns_server", "dns_nft_server"}
 HEALTH_WAIT_SECONDS = 30

@@ -7,15 +7,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.airflow_stack import components
-from tests.airflow_stack.home import AIRFLOW_DIR, AirflowSite
-from tests.airflow_stack.running import (
+from dev.airflow_stack import components
+from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
+from dev.airflow_stack.running import (
     DagRunOutcome,
     RunningAirflow,
     run_system_test,
     running_airflow,
 )
-from tests.stack.state import ServerInfo
+from dev.stack.state import ServerInfo
 
 
 @pytest.fixture(scope="module")

@@ -14,15 +14,15 @@ from contextlib import contextmanager
 import pytest
 from playwright.sync_api import Locator, Page, expect, sync_playwright
 
-from tests.airflow_path.browser import CHROMIUM_FLAGS, chromium_executable
-from tests.airflow_stack.home import REPO
-from tests.airflow_stack.running import (
+from dev.airflow_stack.home import REPO
+from dev.airflow_stack.running import (
     CONN_ID,
     PASSED_LINE,
     USERNAME,
     DagRunOutcome,
     RunningAirflow,
 )
+from tests.airflow_path.browser import CHROMIUM_FLAGS, chromium_executable
 
 ARTIFACTS = REPO / "artifacts" / "browser"
 # Generous: the first page load compiles the UI's scripts on a loaded two-core machine.

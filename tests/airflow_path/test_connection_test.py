@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from dev.stack.state import ServerInfo
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
-from tests.stack.state import ServerInfo
 
 
 def _test_button(

@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.airflow_stack import components
-from tests.airflow_stack.home import AIRFLOW_DIR, REPO
-from tests.airflow_stack.running import PASSED_LINE
-from tests.stack.state import ServerInfo
+from dev.airflow_stack import components
+from dev.airflow_stack.home import AIRFLOW_DIR, REPO
+from dev.airflow_stack.running import PASSED_LINE
+from dev.stack.state import ServerInfo
 
 # Start-up, one run and the stop took about a minute here; the bound only keeps a hang finite.
 DEMO_TIMEOUT = 900
@@ -52,7 +52,7 @@ def test_make_demo_once_exits_zero_after_a_green_run(plain_server: ServerInfo) -
 def test_demo_stops_every_component_on_ctrl_c(plain_server: ServerInfo) -> None:
     home = AIRFLOW_DIR / "pytest-demo-interrupted"
     demo = subprocess.Popen(
-        [sys.executable, "-m", "tests.airflow_stack", "demo", "--home", str(home)],
+        [sys.executable, "-m", "dev.airflow_stack", "demo", "--home", str(home)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow_stack.home import REPO
+from dev.airflow_stack.home import REPO
 
 DIST_NAME = "airflow-provider-opensandbox"
 INSTALL_COMMAND = 'pip install "airflow-provider-opensandbox[opensandbox]"'
@@ -122,6 +122,14 @@ def test_wheel_declares_the_airflow_provider_entry_point(dists: Dists) -> None:
         text = wheel.read(entry_points).decode()
     assert "[apache_airflow_provider]" in text
     assert "provider_info = opensandbox_provider.get_provider_info:get_provider_info" in text
+
+
+def test_wheel_holds_neither_the_tests_nor_the_dev_tools(dists: Dists) -> None:
+    # The local stack and the local Airflow (dev/) are development tools, and tests/ is ours.
+    with zipfile.ZipFile(dists.wheel) as wheel:
+        names = wheel.namelist()
+    assert [name for name in names if name.startswith(("tests/", "dev/"))] == []
+    assert any(name.startswith("opensandbox_provider/") for name in names)
 
 
 def test_airflow_lists_the_installed_provider(with_extra: Venv) -> None:

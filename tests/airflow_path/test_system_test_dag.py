@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.airflow_stack.home import SYSTEM_TEST_DAG
-from tests.airflow_stack.running import CONN_ID, DAG_ID, PASSED_LINE
-from tests.stack.state import ServerInfo
+from dev.airflow_stack.home import SYSTEM_TEST_DAG
+from dev.airflow_stack.running import CONN_ID, DAG_ID, PASSED_LINE
+from dev.stack.state import ServerInfo
 
 
 def test_airflow_dags_test_runs_the_system_test_dag(

@@ -11,8 +11,8 @@ import pytest
 from opensandbox import SandboxSync
 from opensandbox.exceptions import SandboxApiException
 
+from dev.stack.state import ServerInfo, StackState
 from tests.conformance.wire import ExecdWire
-from tests.stack.state import ServerInfo, StackState
 
 
 @pytest.fixture

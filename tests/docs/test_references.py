@@ -13,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 WIRE_PAGE = REPO / "docs" / "execd-wire.rst"
-TREES = ("src", "tests", "benchmarks", "system_tests", "docs")
+TREES = ("src", "tests", "dev", "benchmarks", "system_tests", "docs")
 TEXT_SUFFIXES = {".py", ".rst", ".sh", ".toml", ".Dockerfile"}
 
 # Built from pieces so that this file does not match itself.

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
+from dev.stack.state import ServerInfo
 from opensandbox_provider.sandbox import OpenSandboxBackend
-from tests.stack.state import ServerInfo
 
 CONN_ID = "opensandbox_default"
 

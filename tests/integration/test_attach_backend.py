@@ -23,8 +23,8 @@ from airflow.providers.common.ai.sandbox.base import (
 )
 from opensandbox import SandboxManagerSync
 
+from dev.stack.state import ServerInfo
 from opensandbox_provider.sandbox import OpenSandboxBackend, _tags
-from tests.stack.state import ServerInfo
 
 OWNER = "attach_dag/manual__2026-01-01T00:00:00+00:00"
 HOLDER = f"{OWNER}/agent[0]"

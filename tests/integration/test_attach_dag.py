@@ -17,7 +17,7 @@ import pytest
 from opensandbox import SandboxManagerSync
 from opensandbox.exceptions import SandboxApiException
 
-from tests.stack.state import ServerInfo
+from dev.stack.state import ServerInfo
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "system_tests" / "example_sandbox_toolset_opensandbox_attach.py"

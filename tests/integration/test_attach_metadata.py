@@ -21,8 +21,8 @@ from airflow.providers.common.ai.sandbox.base import (
 from opensandbox import SandboxSync
 from opensandbox.exceptions import SandboxApiException
 
+from dev.stack.state import ServerInfo, StackState
 from opensandbox_provider.sandbox import _tags
-from tests.stack.state import ServerInfo, StackState
 
 OWNER = "my_dag/manual__2026-01-01T00:00:00+00:00"
 HOLDER = f"{OWNER}/agent_task[17]"

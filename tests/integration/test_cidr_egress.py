@@ -22,10 +22,10 @@ from airflow.providers.common.ai.sandbox.base import (
 from opensandbox import SandboxManagerSync
 from opensandbox.models.sandboxes import SandboxFilter
 
+from dev.stack.state import ServerInfo, StackState
 from opensandbox_provider.sandbox import _tags
 from tests.integration.conftest import Sandbox
 from tests.network.sandboxes import Listener
-from tests.stack.state import ServerInfo, StackState
 
 # A documentation range (RFC 5737): allowed in a policy, never connected to.
 ELSEWHERE = "203.0.113.0/24"

@@ -16,7 +16,7 @@ from tests.containers import run_frozen
 from tests.markers import NEEDS_STALL_SWITCH
 
 # The execd stand-in's test switch: set in a sandbox's environment at creation, it makes the
-# command stream stall (see the header of tests/stack/execd/__main__.py).
+# command stream stall (see the header of dev/stack/execd/__main__.py).
 STALL = "OPENSANDBOX_TEST_STALL"
 
 

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
+from dev.stack.resolver import ALLOWED_NAME, OTHER_NAME
+from dev.stack.state import StackState
 from tests.network.sandboxes import Listener
-from tests.stack.resolver import ALLOWED_NAME, OTHER_NAME
-from tests.stack.state import StackState
 
 # Long enough for a SYN to an answering host on this machine, so a timeout means a drop.
 CONNECT_TIMEOUT = 3

@@ -22,8 +22,8 @@ from airflow.providers.common.ai.sandbox.base import SandboxSpec
 from opensandbox import SandboxManagerSync
 from opensandbox.exceptions import SandboxApiException
 
+from dev.stack.state import ServerInfo
 from tests.containers import containers_of
-from tests.stack.state import ServerInfo
 
 LEASE = 60.0  # the server refuses a shorter lifetime (422)
 # A sandbox past its lease that is still there is a failure, not a hang: the server's

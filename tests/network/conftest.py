@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from dev.stack.resolver import ALLOWED_NAME, OTHER_NAME, WILDCARD_NAME
+from dev.stack.state import StackState
 from tests.network.sandboxes import Listener
-from tests.stack.resolver import ALLOWED_NAME, OTHER_NAME, WILDCARD_NAME
-from tests.stack.state import StackState
 
 
 @pytest.fixture
@@ -32,6 +32,6 @@ def zone(stack: StackState) -> dict[str, str]:
     for name in (ALLOWED_NAME, OTHER_NAME, WILDCARD_NAME):
         assert names.get(name) == stack.bridge_ip, (
             f"The stack's resolver does not map {name} to {stack.bridge_ip}; restart the "
-            "stack with tests.stack.resolver's DEFAULT_ZONE (`make stack-down stack-up`)."
+            "stack with dev.stack.resolver's DEFAULT_ZONE (`make stack-down stack-up`)."
         )
     return names

@@ -21,7 +21,7 @@ from opensandbox.exceptions import SandboxApiException, SandboxConnectionExcepti
 from opensandbox.models.execd import RunCommandOpts
 from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
 
-from tests.stack.state import ServerInfo, StackState
+from dev.stack.state import ServerInfo, StackState
 
 # Long enough for a SYN to an answering host on the same machine, so a timeout means the
 # packet was dropped; short enough that the deny tests stay quick.

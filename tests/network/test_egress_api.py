@@ -16,9 +16,9 @@ import pytest
 from opensandbox import SandboxSync
 from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
 
+from dev.stack.resolver import ALLOWED_NAME, OTHER_NAME
+from dev.stack.state import ServerInfo, StackState
 from tests.network.sandboxes import allowing, deny_all, egress_api, sandbox
-from tests.stack.resolver import ALLOWED_NAME, OTHER_NAME
-from tests.stack.state import ServerInfo, StackState
 
 AUTH_HEADER = "OPENSANDBOX-EGRESS-AUTH"
 HTTP_BOUND_S = 30

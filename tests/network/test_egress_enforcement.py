@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from opensandbox.models.sandboxes import NetworkRule
 
+from dev.stack.resolver import ALLOWED_NAME, OTHER_NAME, WILDCARD_NAME
+from dev.stack.state import ServerInfo, StackState
 from tests.network.sandboxes import Listener, allowing, deny_all, reach, sandbox
-from tests.stack.resolver import ALLOWED_NAME, OTHER_NAME, WILDCARD_NAME
-from tests.stack.state import ServerInfo, StackState
 
 EGRESS_SERVERS = ["dns_server", "dns_nft_server"]
 

@@ -3,7 +3,7 @@ could not destroy itself; one that is already gone is fine."""
 
 from __future__ import annotations
 
-from tests.stack.state import ServerInfo
+from dev.stack.state import ServerInfo
 
 
 def destroy_directly(server: ServerInfo, sandboxes: list[str]) -> None:

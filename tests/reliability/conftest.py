@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxSpec
 
+from dev.stack.images import ImageChoice
+from dev.stack.state import ServerInfo, StackState
 from tests.containers import containers_of
 from tests.reliability.cleanup import destroy_directly
 from tests.reliability.faultproxy import FaultProxy
 from tests.reliability.own_server import OwnServer
-from tests.stack.images import ImageChoice
-from tests.stack.state import ServerInfo, StackState
 
 # Open egress, so the plain server (no sidecar) can provision it; egress is not what this suite
 # is about.

@@ -1,6 +1,6 @@
 """An OpenSandbox server of the reliability suite's own, which it may kill and restart at will.
 
-It is one more server of the stack's kind (tests/stack/servers.py writes its config and starts
+It is one more server of the stack's kind (dev/stack/servers.py writes its config and starts
 it, from the stack's server venv and images) on a port and a sandbox port range of its own, so
 killing it by its PID mid-command disturbs no other test's server.
 """
@@ -11,9 +11,9 @@ import os
 import signal
 import time
 
-from tests.stack import images, processes, servers
-from tests.stack.servers import ServerSpec
-from tests.stack.state import ServerInfo
+from dev.stack import images, processes, servers
+from dev.stack.servers import ServerSpec
+from dev.stack.state import ServerInfo
 
 # Past the stack's three servers (ports 18090-18092, sandbox ports from 41000 for indexes 0-2).
 SPEC = ServerSpec("reliability", 18097, None, 5)

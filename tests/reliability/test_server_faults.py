@@ -18,6 +18,7 @@ import secrets
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxError, SandboxTerminalError
 
+from dev.stack.state import ServerInfo
 from tests.reliability.bounded import long_command, within
 from tests.reliability.cleanup import destroy_directly
 from tests.reliability.conftest import (
@@ -26,7 +27,6 @@ from tests.reliability.conftest import (
     assert_no_container,
     containers_of,
 )
-from tests.stack.state import ServerInfo
 
 CAP = 50 * 1024
 DEADLINE = 120.0

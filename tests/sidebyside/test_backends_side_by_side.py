@@ -26,14 +26,14 @@ from airflow.providers.common.ai.sandbox.base import (
 from airflow.providers.common.ai.sandbox.opensandbox import OpenSandboxBackend as BuiltInBackend
 from opensandbox import SandboxManagerSync
 
+from dev.stack.resolver import ALLOWED_NAME
+from dev.stack.state import ServerInfo
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from tests.containers import run_frozen
 from tests.markers import NEEDS_STALL_SWITCH
-from tests.stack.resolver import ALLOWED_NAME
-from tests.stack.state import ServerInfo
 
 KINDS = {"ours": OpenSandboxBackend, "builtin": BuiltInBackend}
-STALL = "OPENSANDBOX_TEST_STALL"  # the execd stand-in's test switch (tests/stack/execd/__main__.py)
+STALL = "OPENSANDBOX_TEST_STALL"  # the execd stand-in's test switch (dev/stack/execd/__main__.py)
 
 
 @pytest.fixture(params=list(KINDS))

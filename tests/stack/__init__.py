@@ -1,5 +1,1 @@
-"""The local OpenSandbox stack: real servers on a real Docker engine, with our own stand-ins
-for execd and the egress sidecar.
-
-``python -m tests.stack up`` starts it; ``.stack/state.json`` then describes it (see ``state.py``).
-"""
+"""Tests of the local OpenSandbox stack, whose code is in ``dev/stack``."""

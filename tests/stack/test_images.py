@@ -1,6 +1,6 @@
 """Which image serves each role of the stack: ours unless a variable names one (no Docker)."""
 
-from tests.stack.images import EGRESS_IMAGE, EXECD_IMAGE, SANDBOX_IMAGE, chosen_images
+from dev.stack.images import EGRESS_IMAGE, EXECD_IMAGE, SANDBOX_IMAGE, chosen_images
 
 
 def test_with_nothing_named_every_role_is_served_by_our_image():

@@ -17,8 +17,8 @@ from opensandbox import SandboxSync
 from opensandbox.exceptions import SandboxApiException
 from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
 
+from dev.stack.state import ServerInfo, StackState
 from tests.containers import containers_of
-from tests.stack.state import ServerInfo, StackState
 
 SERVERS = ["plain", "dns", "dns+nft"]
 MINIMUM_TIMEOUT = timedelta(seconds=60)  # the server refuses anything shorter (422)

@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tests.stack.paths import STATE_FILE
+from dev.stack.paths import STATE_FILE
 
 if TYPE_CHECKING:
     from opensandbox.config.connection_sync import ConnectionConfigSync
@@ -75,7 +75,7 @@ class StackState:
     bridge_ip: str
     resolver: dict[str, Any] = field(default_factory=dict)
     # Role (sandbox, execd, egress) -> the image serving it, and whether that image is our
-    # stand-in or one named at `up` (tests/stack/images.py).
+    # stand-in or one named at `up` (dev/stack/images.py).
     images: dict[str, str] = field(default_factory=dict)
     image_kinds: dict[str, str] = field(default_factory=dict)
 

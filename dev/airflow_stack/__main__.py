@@ -1,4 +1,4 @@
-"""``python -m tests.airflow_stack demo [--once]``: what ``make demo`` runs."""
+"""``python -m dev.airflow_stack demo [--once]``: what ``make demo`` runs."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from tests.airflow_stack import components
-from tests.airflow_stack.home import AIRFLOW_DIR, AirflowSite
-from tests.airflow_stack.running import USERNAME, run_system_test, running_airflow
-from tests.stack.state import read_state
+from dev.airflow_stack import components
+from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
+from dev.airflow_stack.running import USERNAME, run_system_test, running_airflow
+from dev.stack.state import read_state
 
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -56,7 +56,7 @@ def demo(*, once: bool, port: int | None, home: Path, timeout: float) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.airflow_stack")
+    parser = argparse.ArgumentParser(prog="python -m dev.airflow_stack")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(
         "demo", help="start Airflow, run the system-test Dag, stay up until Ctrl-C"

@@ -6,7 +6,7 @@ names the section of that page whose fact the code beside it reproduces. It is s
 only because it runs inside the sandbox, where the image's python3 is all there is. The server
 copies exactly one file, /execd, out of the execd image into every sandbox, so the image build
 zips this directory into one executable file (a zipapp); its modules import each other by their
-plain names, which also lets `python3 tests/stack/execd` run the directory as it is.
+plain names, which also lets `python3 dev/stack/execd` run the directory as it is.
 
 Listens on 0.0.0.0:44772 (IPv4 only, as execd). Flags: `--port` (execd's own flag) and `--address`
 (development runs bind loopback instead of every interface).

@@ -6,11 +6,11 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tests.stack import engine, images, nameserver, servers
-from tests.stack.paths import LOCK_FILE
-from tests.stack.resolver import DEFAULT_ZONE
-from tests.stack.servers import ServerSpec
-from tests.stack.state import ServerInfo, StackState, read_state, remove_state, write_state
+from dev.stack import engine, images, nameserver, servers
+from dev.stack.paths import LOCK_FILE
+from dev.stack.resolver import DEFAULT_ZONE
+from dev.stack.servers import ServerSpec
+from dev.stack.state import ServerInfo, StackState, read_state, remove_state, write_state
 
 
 @dataclass

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.airflow_stack import components
-from tests.airflow_stack.api import AirflowApi
-from tests.airflow_stack.home import AirflowSite
-from tests.stack.state import ServerInfo
+from dev.airflow_stack import components
+from dev.airflow_stack.api import AirflowApi
+from dev.airflow_stack.home import AirflowSite
+from dev.stack.state import ServerInfo
 
 DAG_ID = "example_sandbox_toolset_opensandbox"
 TASK_ID = "run_sandbox_agent"

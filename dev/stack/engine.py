@@ -6,7 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.stack import processes
+from dev.stack import processes
 
 BRIDGE_IP = "172.17.0.1"
 # The resolver's own address on the bridge, apart from the gateway address where the tests'

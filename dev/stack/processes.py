@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.stack.paths import LOG_DIR, RUN_DIR
+from dev.stack.paths import LOG_DIR, RUN_DIR
 
 EXEC_WAIT_SECONDS = 5.0
 

@@ -1,17 +1,17 @@
-"""``python -m tests.stack up|down|status|restart|run -- CMD...``: the local OpenSandbox stack."""
+"""``python -m dev.stack up|down|status|restart|run -- CMD...``: the local OpenSandbox stack."""
 
 import argparse
 import signal
 import subprocess
 import sys
 
-from tests.stack import stack
+from dev.stack import stack
 
 COMMANDS = {"up": stack.up, "down": stack.down, "restart": stack.restart_servers}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.stack", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m dev.stack", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("up", help="start the stack (idempotent; builds what is missing)")
     commands.add_parser("down", help="stop everything the stack started")

@@ -17,8 +17,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
-from tests.stack import images, processes
-from tests.stack.paths import API_KEY_FILE, SERVER_REQUIREMENTS, SERVER_VENV, STACK_DIR
+from dev.stack import images, processes
+from dev.stack.paths import API_KEY_FILE, SERVER_REQUIREMENTS, SERVER_VENV, STACK_DIR
 
 HOST = "127.0.0.1"
 SERVER_VERSION = "1.1.1"
@@ -50,7 +50,7 @@ class ServerSpec:
     def config(self, api_key: str, choice: images.ImageChoice) -> str:
         low = FIRST_SANDBOX_PORT + self.index * PORTS_PER_SERVER
         text = f"""\
-# Written by `python -m tests.stack up`; regenerated on every start.
+# Written by `python -m dev.stack up`; regenerated on every start.
 [server]
 host = "{HOST}"  # loopback only: the sandbox proxy route needs no API key
 port = {self.port}

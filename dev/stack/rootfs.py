@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.stack.paths import CACHE_DIR
+from dev.stack.paths import CACHE_DIR
 
 SUITE = "bookworm"
 VARIANT = "minbase"

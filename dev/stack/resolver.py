@@ -4,7 +4,7 @@ dockerd runs with `--dns <bridge address>`, so every sandbox resolves through th
 answers A queries for the names of its zone and never forwards anything, so no test can leak a
 query (or, through it, a packet) to the outside world.
 
-    python3 -m tests.stack.resolver --bind 172.17.255.254 --port 53 --zone allowed.test=172.17.0.1
+    python3 -m dev.stack.resolver --bind 172.17.255.254 --port 53 --zone allowed.test=172.17.0.1
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import ipaddress
 import signal
 import threading
 
-from tests.stack.egress import dnswire
-from tests.stack.egress.dnsserve import DNSServer
+from dev.stack.egress import dnswire
+from dev.stack.egress.dnsserve import DNSServer
 
 BRIDGE_IP = "172.17.0.1"
 

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.airflow_stack.home import AirflowSite
+from dev.airflow_stack.home import AirflowSite
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 

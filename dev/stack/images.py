@@ -16,8 +16,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.stack import rootfs
-from tests.stack.paths import STACK_SOURCES
+from dev.stack import rootfs
+from dev.stack.paths import STACK_SOURCES
 
 # The environment variables that name an image for a role, and what each role is for.
 ROLES = {
@@ -170,7 +170,7 @@ def ensure_derived_image(image: DerivedImage, base_id: str) -> bool:
     )
     if build.returncode != 0:
         raise RuntimeError(
-            f"Building {image.tag} failed; fix its sources under tests/stack and run the stack "
+            f"Building {image.tag} failed; fix its sources under dev/stack and run the stack "
             f"again. docker build said:\n{build.stderr.decode(errors='replace')}"
         )
     return True

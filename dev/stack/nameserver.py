@@ -1,4 +1,4 @@
-"""Runs our resolver (``tests.stack.resolver``) on its address on the bridge, where dockerd
+"""Runs our resolver (``dev.stack.resolver``) on its address on the bridge, where dockerd
 sends containers."""
 
 import os
@@ -6,10 +6,10 @@ import socket
 import sys
 import time
 
-from tests.stack import processes
-from tests.stack.engine import RESOLVER_IP
-from tests.stack.paths import REPO
-from tests.stack.resolver import DEFAULT_ZONE
+from dev.stack import processes
+from dev.stack.engine import RESOLVER_IP
+from dev.stack.paths import REPO
+from dev.stack.resolver import DEFAULT_ZONE
 
 PORT = 53
 PROCESS_NAME = "resolver"
@@ -25,7 +25,7 @@ def ensure_resolver() -> bool:
     if processes.find(PROCESS_NAME) is not None:
         return False
     zone_args = [arg for name, ip in DEFAULT_ZONE.items() for arg in ("--zone", f"{name}={ip}")]
-    argv = [sys.executable, "-m", "tests.stack.resolver", "--bind", RESOLVER_IP]
+    argv = [sys.executable, "-m", "dev.stack.resolver", "--bind", RESOLVER_IP]
     argv += ["--port", str(PORT)]
     processes.start(PROCESS_NAME, [*argv, *zone_args], cwd=REPO)
     try:

@@ -1,0 +1,1 @@
+"""Development tools that ``make`` runs: the local OpenSandbox stack and the local Airflow."""
