@@ -11,7 +11,7 @@ import uuid
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import (
     EXPIRES_AT_TAG,
@@ -25,7 +25,7 @@ from airflow.providers.common.ai.sandbox.base import (
 
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.sandbox import _policy, _tags
+from opensandbox_provider.sandbox import _arguments, _policy, _tags
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
 from opensandbox_provider.sandbox._execd import Execd, FileInfo, NoSuchPath
 from opensandbox_provider.sandbox._http import SandboxHttp
@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The shortest sandbox lifetime the OpenSandbox server accepts; it refuses shorter with a 422.
-MIN_SANDBOX_TIMEOUT = 60.0
 # How often a new sandbox's execd is asked whether it is up. A refused or proxied ping
 # answers in milliseconds, so polling this often costs nothing and saves the SDK's
 # half-second backoff on a daemon that usually starts within a fraction of a second.
@@ -153,16 +151,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         use_server_proxy: bool | None = None,
         workdir: str | None = None,
     ) -> None:
-        for value, label in ((image, "image"), (cpu, "cpu"), (memory, "memory")):
-            if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{label} must be a non-empty string, got {value!r}.")
-        validate_positive_finite(sandbox_timeout, "sandbox_timeout")
-        validate_positive_finite(ready_timeout, "ready_timeout")
-        if sandbox_timeout < MIN_SANDBOX_TIMEOUT:
-            raise ValueError(
-                f"sandbox_timeout must be at least {MIN_SANDBOX_TIMEOUT:g} seconds, got "
-                f"{sandbox_timeout!r}: the OpenSandbox server refuses shorter lifetimes."
-            )
+        _arguments.check_backend(
+            image=image,
+            cpu=cpu,
+            memory=memory,
+            sandbox_timeout=sandbox_timeout,
+            ready_timeout=ready_timeout,
+        )
         self.opensandbox_conn_id = opensandbox_conn_id
         self.image = image
         self.cpu = cpu
@@ -170,7 +165,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self.sandbox_timeout = float(sandbox_timeout)
         self.ready_timeout = float(ready_timeout)
         self.use_server_proxy = use_server_proxy
-        self.workdir = _working_directory(workdir)
+        self.workdir = _arguments.working_directory(workdir)
         self._hook: OpenSandboxHook | None = None
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
@@ -199,7 +194,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def create(self, *, spec: SandboxSpec | None = None) -> str:
         policy = _policy.network_policy(spec)
-        env = _environment(spec)
+        env = _arguments.environment(spec)
         config = self._connection_config()
         started = time.monotonic()
         with as_sandbox_errors("create a sandbox", terminal=True):
@@ -645,30 +640,6 @@ def _kill(kill: Callable[[], None], sandbox: str) -> None:
         log.info("Sandbox %s was already gone.", sandbox)
         return
     log.info("Destroyed sandbox %s.", sandbox)
-
-
-def _working_directory(workdir: str | None) -> str | None:
-    if workdir is None:
-        return None
-    if not isinstance(workdir, str) or not posixpath.isabs(workdir) or "\n" in workdir:
-        raise ValueError(
-            f"workdir must be an absolute path in the sandbox, such as '/home/agent/work', got "
-            f"{workdir!r}."
-        )
-    return posixpath.normpath(workdir)
-
-
-def _environment(spec: SandboxSpec | None) -> dict[str, str] | None:
-    if spec is None or not spec.env:
-        return None
-    env: Mapping[str, Any] = spec.env
-    for key, value in env.items():
-        if not isinstance(key, str) or not key or "=" in key or not isinstance(value, str):
-            raise SandboxTerminalError(
-                f"SandboxSpec.env holds {key!r}: {value!r}; every name must be a non-empty string "
-                "without '=' and every value a string."
-            )
-    return dict(env)
 
 
 def _metadata(spec: SandboxSpec | None, *, workdir: str | None) -> dict[str, str]:
