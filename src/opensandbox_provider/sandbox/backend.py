@@ -35,7 +35,7 @@ from opensandbox_provider.sandbox._limits import (
     export_deadline,
     validate_positive_finite,
 )
-from opensandbox_provider.sandbox._outcome import amount, command_result
+from opensandbox_provider.sandbox._outcome import command_result, log_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -61,8 +61,6 @@ MAX_LIST_ENTRIES = 10_000
 CREATED_BY = {"created-by": "airflow"}
 # Lifecycle states from which a sandbox never runs another command.
 _ENDED_STATES = frozenset({"Stopping", "Terminated", "Failed"})
-# Commands are quoted in the task log up to this length.
-_LOGGED_COMMAND = 120
 
 
 @dataclass
@@ -368,17 +366,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             raise _ended_under_command(record)
         result = command_result(streamed, elapsed=elapsed, applied=applied, requested=timeout)
         if streamed.abandoned is None:
-            log.info(
-                "Sandbox %s: %r %s in %.2fs (stdout %s; stderr %s).",
-                sandbox,
-                _shortened(command),
-                f"timed out after {applied:g}s"
-                if result.timed_out
-                else f"exited {result.exit_code}",
-                elapsed,
-                amount(streamed.parser.stdout),
-                amount(streamed.parser.stderr),
-            )
+            line = log_line(command, streamed, result, elapsed=elapsed, applied=applied)
+            log.info("Sandbox %s: %s.", sandbox, line)
         return result
 
     @staticmethod
@@ -657,7 +646,3 @@ def _monotonic(expires_at: datetime | None) -> float | None:
         expires_at = expires_at.replace(tzinfo=UTC)
     left = (expires_at - datetime.now(UTC)).total_seconds()
     return time.monotonic() + left if math.isfinite(left) else None
-
-
-def _shortened(command: str) -> str:
-    return command if len(command) <= _LOGGED_COMMAND else command[: _LOGGED_COMMAND - 3] + "..."
