@@ -7,7 +7,6 @@ import math
 import posixpath
 import threading
 import time
-import uuid
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -56,9 +55,6 @@ READY_POLL_INTERVAL = 0.025
 # A listing is names, never content. Past this many the model is told to narrow the path
 # rather than the worker holding them all.
 MAX_LIST_ENTRIES = 10_000
-# Stamped on every sandbox so an operator on a shared server can find Airflow's with a
-# metadata filter.
-CREATED_BY = {"created-by": "airflow"}
 # Lifecycle states from which a sandbox never runs another command.
 _ENDED_STATES = frozenset({"Stopping", "Terminated", "Failed"})
 
@@ -204,7 +200,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     timeout=timedelta(seconds=self.sandbox_timeout),
                     ready_timeout=timedelta(seconds=self.ready_timeout),
                     env=env,
-                    metadata=_metadata(spec, workdir=self.workdir),
+                    metadata=_tags.creation_metadata(spec, workdir=self.workdir),
                     resource={"cpu": self.cpu, "memory": self.memory},
                     network_policy=policy,
                     connection_config=config,
@@ -494,18 +490,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def read_tags(self, sandbox: str) -> dict[str, str]:
         info = self._info(sandbox, doing=f"read the tags of sandbox {sandbox}")
-        try:
-            tags = _tags.decode(info.metadata or {})
-        except _tags.DamagedTagError as e:
-            raise SandboxError(
-                f"Sandbox {sandbox} carries tags this backend cannot read: {e} Destroy the "
-                f"sandbox, or remove its {_tags.PREFIX} metadata and provision it again."
-            ) from e
-        if info.expires_at is not None:
-            # The server's own expiry rather than a stamp: renewals move it, and a stamp
-            # would go stale between them.
-            tags[EXPIRES_AT_TAG] = str(int(info.expires_at.timestamp()))
-        return tags
+        return _tags.read(sandbox, info.metadata, expires_at=info.expires_at)
 
     def write_tags(self, sandbox: str, tags: Mapping[str, str]) -> None:
         # The expiry is the server's and moves only through renewals; it is not stored.
@@ -629,14 +614,6 @@ def _kill(kill: Callable[[], None], sandbox: str) -> None:
         log.info("Sandbox %s was already gone.", sandbox)
         return
     log.info("Destroyed sandbox %s.", sandbox)
-
-
-def _metadata(spec: SandboxSpec | None, *, workdir: str | None) -> dict[str, str]:
-    """Who made a new sandbox, a name to find it by, and the tags of one provisioned for a task."""
-    metadata = {**CREATED_BY, "name": f"airflow-sandbox-{uuid.uuid4().hex[:12]}"}
-    if spec is not None and spec.owner is not None:
-        metadata.update(_tags.encode(_tags.provisioning_tags(spec, workdir=workdir)))
-    return metadata
 
 
 def _monotonic(expires_at: datetime | None) -> float | None:
