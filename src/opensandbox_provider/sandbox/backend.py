@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import logging
-import math
-import posixpath
 import threading
 import time
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import (
@@ -26,8 +24,7 @@ from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _arguments, _policy, _tags
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
-from opensandbox_provider.sandbox._execd import Execd, FileInfo, NoSuchPath
-from opensandbox_provider.sandbox._http import SandboxHttp
+from opensandbox_provider.sandbox._execd import FileInfo, NoSuchPath
 from opensandbox_provider.sandbox._lease import Leases
 from opensandbox_provider.sandbox._limits import (
     check_export_deadline,
@@ -35,13 +32,13 @@ from opensandbox_provider.sandbox._limits import (
     validate_positive_finite,
 )
 from opensandbox_provider.sandbox._outcome import command_result, log_line
+from opensandbox_provider.sandbox._record import SandboxRecord, monotonic_expiry
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
     from typing import BinaryIO
 
     from airflow.providers.common.ai.sandbox.base import AttachedSandbox, SandboxSpec
-    from opensandbox import SandboxSync
     from opensandbox.config.connection_sync import ConnectionConfigSync
     from opensandbox.models.sandboxes import NetworkPolicy, SandboxInfo
     from opensandbox.sync.manager import SandboxManagerSync
@@ -57,31 +54,6 @@ READY_POLL_INTERVAL = 0.025
 MAX_LIST_ENTRIES = 10_000
 # Lifecycle states from which a sandbox never runs another command.
 _ENDED_STATES = frozenset({"Stopping", "Terminated", "Failed"})
-
-
-@dataclass
-class _Sandbox:
-    """What this process keeps about one sandbox it created or reconnected to, by handle."""
-
-    sdk: SandboxSync
-    # When the server will end the sandbox, on the time.monotonic clock; None if never.
-    expires_at: float | None
-    # Where commands run and relative paths resolve; None for execd's own directory.
-    workdir: str | None = None
-    # The sandbox's own services: the egress sidecar is read through http, execd through execd.
-    http: SandboxHttp = field(init=False)
-    execd: Execd = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.http = SandboxHttp(self.sdk)
-        self.execd = Execd(self.sdk, self.http)
-
-    def resolve(self, path: str) -> str:
-        """``path`` as the sandbox's shell reads it: relative to the working directory."""
-        # execd expands a leading ~ or $VAR itself, so those are anchored already.
-        if self.workdir is None or posixpath.isabs(path) or path.startswith(("~", "$")):
-            return path
-        return posixpath.normpath(posixpath.join(self.workdir, path))
 
 
 class OpenSandboxBackend(AttachableSandboxBackend):
@@ -163,7 +135,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self._hook: OpenSandboxHook | None = None
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
-        self._sandboxes: dict[str, _Sandbox] = {}
+        self._sandboxes: dict[str, SandboxRecord] = {}
         self._lock = threading.Lock()
         self._leases = Leases(self._renew, lease=self.sandbox_timeout)
 
@@ -209,7 +181,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 )
             except Exception as e:
                 raise _policy.explain_refusal(e, policy) from e
-        record = _Sandbox(sdk, expires_at=started + self.sandbox_timeout, workdir=self.workdir)
+        record = SandboxRecord(sdk, expires_at=started + self.sandbox_timeout, workdir=self.workdir)
         # Known by handle from here on, so that a failure below destroys it as any other.
         with self._lock:
             self._sandboxes[sdk.id] = record
@@ -238,7 +210,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         )
         return sdk.id
 
-    def _wait_until_ready(self, record: _Sandbox, *, deadline: float) -> float:
+    def _wait_until_ready(self, record: SandboxRecord, *, deadline: float) -> float:
         """Ask execd whether it is up until it answers; return how long that took."""
         started = time.monotonic()
         with as_sandbox_errors(f"reach sandbox {record.sdk.id}", terminal=True):
@@ -254,7 +226,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     )
                 time.sleep(min(READY_POLL_INTERVAL, max(remaining, 0.0)))
 
-    def _verify_policy(self, record: _Sandbox, policy: NetworkPolicy) -> None:
+    def _verify_policy(self, record: SandboxRecord, policy: NetworkPolicy) -> None:
         problem = _policy.unenforced(record.http, policy)
         if problem is not None:
             raise SandboxTerminalError(
@@ -272,7 +244,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     # Reconnect
     # ------------------------------------------------------------------
 
-    def _sandbox(self, handle: str) -> _Sandbox:
+    def _sandbox(self, handle: str) -> SandboxRecord:
         """The sandbox behind ``handle``, reconnecting to one this process has not seen."""
         with self._lock:
             record = self._sandboxes.get(handle)
@@ -295,9 +267,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             except BaseException:
                 sdk.close()
                 raise
-        record = _Sandbox(
+        record = SandboxRecord(
             sdk,
-            expires_at=_monotonic(info.expires_at),
+            expires_at=monotonic_expiry(info.expires_at),
             workdir=_tags.stamped_workdir(info.metadata, default=self.workdir),
         )
         with self._lock:
@@ -306,7 +278,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             sdk.close()
         return kept
 
-    def _gone(self, record: _Sandbox) -> bool:
+    def _gone(self, record: SandboxRecord) -> bool:
         """Whether the sandbox no longer exists or can no longer run; a failure to ask raises."""
         with as_sandbox_errors(f"check on sandbox {record.sdk.id}"):
             try:
@@ -331,7 +303,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             raise SandboxError("The command is empty; give a shell command to run.")
         # Reconnecting happens before the clock starts: it is not the command's time.
         record = self._sandbox(sandbox)
-        timeout_ms = max(1, round(self._fit_to_lifetime(record, timeout) * 1000))
+        timeout_ms = max(1, round(record.fit_to_lifetime(timeout) * 1000))
         applied = timeout_ms / 1000
         started = time.monotonic()
         with as_sandbox_errors(f"run a command in sandbox {record.sdk.id}"):
@@ -365,14 +337,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             line = log_line(command, streamed, result, elapsed=elapsed, applied=applied)
             log.info("Sandbox %s: %s.", sandbox, line)
         return result
-
-    @staticmethod
-    def _fit_to_lifetime(record: _Sandbox, timeout: float) -> float:
-        # A command cannot outlive its sandbox; one that would is given what is left, and
-        # the result says so, rather than being cut off by the sandbox's end.
-        if record.expires_at is None:
-            return timeout
-        return min(timeout, max(1.0, record.expires_at - time.monotonic()))
 
     # ------------------------------------------------------------------
     # Files
@@ -454,7 +418,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         ):
             yield path, entry, chunks
 
-    def _regular_file(self, record: _Sandbox, path: str, *, purpose: str) -> FileInfo:
+    def _regular_file(self, record: SandboxRecord, path: str, *, purpose: str) -> FileInfo:
         """What ``path`` is, refusing anything that is not a file or a link to one."""
         with self._unless_gone(record):
             info = record.execd.file_info(path, purpose=purpose)
@@ -467,7 +431,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         return info
 
     @contextmanager
-    def _unless_gone(self, record: _Sandbox) -> Iterator[None]:
+    def _unless_gone(self, record: SandboxRecord) -> Iterator[None]:
         """
         Let a missing path's error through unless the sandbox itself is gone: execd's file
         API answers 404 for both when it is reached through the server.
@@ -527,7 +491,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if held and not self._renew(sandbox):
             log.info("Sandbox %s ended before it was released.", sandbox)
 
-    def _hold(self, record: _Sandbox) -> None:
+    def _hold(self, record: SandboxRecord) -> None:
         self._leases.hold(record.sdk.id)
         # Renewed from now on, so nothing this process runs has to fit an expiry.
         record.expires_at = None
@@ -597,7 +561,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             )
 
 
-def _ended_under_command(record: _Sandbox) -> SandboxTerminalError:
+def _ended_under_command(record: SandboxRecord) -> SandboxTerminalError:
     return SandboxTerminalError(
         f"Sandbox {record.sdk.id} ended while the command ran: it was destroyed, killed or "
         "reached the end of its lifetime on the server."
@@ -614,12 +578,3 @@ def _kill(kill: Callable[[], None], sandbox: str) -> None:
         log.info("Sandbox %s was already gone.", sandbox)
         return
     log.info("Destroyed sandbox %s.", sandbox)
-
-
-def _monotonic(expires_at: datetime | None) -> float | None:
-    if expires_at is None:
-        return None
-    if expires_at.tzinfo is None:
-        expires_at = expires_at.replace(tzinfo=UTC)
-    left = (expires_at - datetime.now(UTC)).total_seconds()
-    return time.monotonic() + left if math.isfinite(left) else None
