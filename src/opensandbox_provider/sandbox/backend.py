@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from airflow.providers.common.ai.sandbox.base import AttachedSandbox, SandboxSpec
     from opensandbox.config.connection_sync import ConnectionConfigSync
-    from opensandbox.models.sandboxes import NetworkPolicy, SandboxInfo
+    from opensandbox.models.sandboxes import SandboxInfo
     from opensandbox.sync.manager import SandboxManagerSync
 
 log = logging.getLogger(__name__)
@@ -195,7 +195,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         try:
             waited = self._wait_until_ready(record, deadline=time.monotonic() + self.ready_timeout)
             if policy is not None:
-                self._verify_policy(record, policy)
+                _policy.require_enforced(record.http, policy, sandbox=sdk.id)
+                log.info(
+                    "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
+                    sdk.id,
+                    _policy.ADDRESS_LAYER_MODE,
+                )
             if record.workdir is not None:
                 record.execd.create_working_directory(record.workdir)
             if spec is None or spec.owner is None:
@@ -225,20 +230,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                         "starts on the OpenSandbox server, or raise ready_timeout."
                     )
                 time.sleep(min(READY_POLL_INTERVAL, max(remaining, 0.0)))
-
-    def _verify_policy(self, record: SandboxRecord, policy: NetworkPolicy) -> None:
-        problem = _policy.unenforced(record.http, policy)
-        if problem is not None:
-            raise SandboxTerminalError(
-                f"OpenSandbox did not enforce the requested network policy on sandbox "
-                f"{record.sdk.id}, so it was destroyed: {problem} Or pass "
-                "SandboxSpec(block_network=False) for a sandbox that may reach the network."
-            )
-        log.info(
-            "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
-            record.sdk.id,
-            _policy.ADDRESS_LAYER_MODE,
-        )
 
     # ------------------------------------------------------------------
     # Reconnect
