@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import random
 import re
+from datetime import UTC, datetime
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import (
+    EXPIRES_AT_TAG,
     HOLDER_TAG,
     NETWORK_TAG,
     OWNER_TAG,
     WORKDIR_TAG,
+    SandboxError,
     SandboxSpec,
     encode_network_policy,
 )
@@ -184,3 +187,27 @@ def test_the_longest_tag_name_still_leaves_room_for_chunk_indexes():
     metadata = _tags.encode({name: "x" * 62 * 1000})
     assert all(is_label_key(key) for key in metadata)
     assert _tags.decode(metadata) == {name: "x" * 62 * 1000}
+
+
+def test_read_tags_adds_the_servers_expiry_as_epoch_seconds():
+    expires = datetime(2026, 1, 1, 12, 0, 30, 900_000, tzinfo=UTC)
+    tags = _tags.read("sb-1", _tags.encode({OWNER_TAG: OWNER}), expires_at=expires)
+    assert tags == {OWNER_TAG: OWNER, EXPIRES_AT_TAG: str(int(expires.timestamp()))}
+    assert _tags.read("sb-1", None, expires_at=None) == {}
+
+
+def test_read_tags_of_damaged_metadata_says_how_to_recover():
+    metadata = {f"{_tags.PREFIX}{OWNER_TAG}": "not a header"}
+    with pytest.raises(SandboxError, match="Sandbox sb-1 carries tags this backend cannot read"):
+        _tags.read("sb-1", metadata, expires_at=None)
+
+
+def test_a_new_sandbox_is_stamped_for_operators_and_carries_tags_only_when_provisioned():
+    plain = _tags.creation_metadata(SandboxSpec(), workdir="/w")
+    assert plain.pop("created-by") == "airflow"
+    assert re.fullmatch(r"airflow-sandbox-[0-9a-f]{12}", plain.pop("name"))
+    assert plain == {}
+    assert _tags.creation_metadata(None, workdir=None).keys() == {"created-by", "name"}
+    spec = SandboxSpec(owner=OWNER)
+    provisioned = _tags.creation_metadata(spec, workdir="/w")
+    assert _tags.decode(provisioned) == _tags.provisioning_tags(spec, workdir="/w")

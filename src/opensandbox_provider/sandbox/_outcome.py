@@ -1,5 +1,6 @@
 """
-How one command's event stream ended, as the contract's result: pure, no I/O of its own.
+How one command's event stream ended, as the contract's result and as a line for the task log:
+pure, no I/O of its own.
 
 execd says how a command ended in its terminal event, and says nothing about a deadline:
 it kills a command at its deadline with SIGKILL, and Go reports any death by signal as -1
@@ -14,6 +15,9 @@ from dataclasses import dataclass
 from airflow.providers.common.ai.sandbox.base import SandboxExecResult
 
 from opensandbox_provider.sandbox._events import BoundedTail, Ending, EventParser
+
+# Commands are quoted in the task log up to this length.
+_LOGGED_COMMAND = 120
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,27 @@ def command_result(
     )
 
 
-def amount(tail: BoundedTail) -> str:
+def log_line(
+    command: str,
+    streamed: StreamedCommand,
+    result: SandboxExecResult,
+    *,
+    elapsed: float,
+    applied: float,
+) -> str:
+    """What the task log says of a command that ended: how, how fast, and how much it printed."""
+    ended = f"timed out after {applied:g}s" if result.timed_out else f"exited {result.exit_code}"
+    return (
+        f"{_shortened(command)!r} {ended} in {elapsed:.2f}s "
+        f"(stdout {_amount(streamed.parser.stdout)}; stderr {_amount(streamed.parser.stderr)})"
+    )
+
+
+def _shortened(command: str) -> str:
+    return command if len(command) <= _LOGGED_COMMAND else command[: _LOGGED_COMMAND - 3] + "..."
+
+
+def _amount(tail: BoundedTail) -> str:
     """How much a stream carried and how much of it was kept, for the task log."""
     if not tail.truncated:
         return f"{tail.total} bytes"

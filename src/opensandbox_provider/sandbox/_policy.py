@@ -93,6 +93,17 @@ def describe(policy: NetworkPolicy | None) -> str:
     return f"egress denied except to {', '.join(hosts)}" if hosts else "all egress denied"
 
 
+def require_enforced(http: SandboxHttp, requested: NetworkPolicy, *, sandbox: str) -> None:
+    """Fail closed: refuse ``sandbox`` unless its sidecar enforces ``requested`` as asked."""
+    problem = unenforced(http, requested)
+    if problem is not None:
+        raise SandboxTerminalError(
+            f"OpenSandbox did not enforce the requested network policy on sandbox "
+            f"{sandbox}, so it was destroyed: {problem} Or pass "
+            "SandboxSpec(block_network=False) for a sandbox that may reach the network."
+        )
+
+
 def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
     """
     What keeps the sandbox's sidecar from enforcing ``requested`` at the address layer, or ``None``.

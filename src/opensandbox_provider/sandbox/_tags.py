@@ -16,31 +16,40 @@ byte of the UTF-8 value as ``.XX`` (hex), so an owner such as
 operator can still filter sandboxes on it. Every chunk starts with ``v``, because an
 escape would otherwise open it with ``.``.
 
-Every key this module writes sits under the ``airflow-tag/`` prefix, which is how it
+Every tag this module writes sits under the ``airflow-tag/`` prefix, which is how it
 tells its own keys from metadata written by anyone else: it never reads, rewrites or
-removes any other key.
+removes any other key. The only others it writes are the two a new sandbox is created
+with, for operators to find it by.
 """
 
 from __future__ import annotations
 
 import re
 import string
+import uuid
 import zlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import (
+    EXPIRES_AT_TAG,
     NETWORK_TAG,
     OWNER_TAG,
     WORKDIR_TAG,
+    SandboxError,
     encode_network_policy,
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
 PREFIX = "airflow-tag/"
 """Every metadata key holding a tag starts with this, and no other key does."""
+# Stamped on every sandbox so an operator on a shared server can find Airflow's with a
+# metadata filter.
+CREATED_BY = {"created-by": "airflow"}
 
 # A value is at most 63 characters (OpenSandbox's label rule); one goes to the lead.
 _CHUNK_BODY = 62
@@ -106,6 +115,32 @@ def decode(metadata: Mapping[str, str]) -> dict[str, str]:
                 "than this backend rewrote some of them."
             )
         tags[name] = value
+    return tags
+
+
+def creation_metadata(spec: SandboxSpec | None, *, workdir: str | None) -> dict[str, str]:
+    """Who made a new sandbox, a name to find it by, and the tags of one provisioned for a task."""
+    metadata = {**CREATED_BY, "name": f"airflow-sandbox-{uuid.uuid4().hex[:12]}"}
+    if spec is not None and spec.owner is not None:
+        metadata.update(encode(provisioning_tags(spec, workdir=workdir)))
+    return metadata
+
+
+def read(
+    sandbox: str, metadata: Mapping[str, str] | None, *, expires_at: datetime | None
+) -> dict[str, str]:
+    """The tags of ``sandbox`` from its metadata, with the server's expiry for it."""
+    try:
+        tags = decode(metadata or {})
+    except DamagedTagError as e:
+        raise SandboxError(
+            f"Sandbox {sandbox} carries tags this backend cannot read: {e} Destroy the "
+            f"sandbox, or remove its {PREFIX} metadata and provision it again."
+        ) from e
+    if expires_at is not None:
+        # The server's own expiry rather than a stamp: renewals move it, and a stamp
+        # would go stale between them.
+        tags[EXPIRES_AT_TAG] = str(int(expires_at.timestamp()))
     return tags
 
 

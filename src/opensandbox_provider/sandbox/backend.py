@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import logging
-import math
-import posixpath
 import threading
 import time
-import uuid
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import (
     EXPIRES_AT_TAG,
@@ -25,32 +22,29 @@ from airflow.providers.common.ai.sandbox.base import (
 
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.sandbox import _policy, _tags
+from opensandbox_provider.sandbox import _arguments, _policy, _tags
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
-from opensandbox_provider.sandbox._execd import Execd, FileInfo, NoSuchPath
-from opensandbox_provider.sandbox._http import SandboxHttp
+from opensandbox_provider.sandbox._execd import FileInfo, NoSuchPath
 from opensandbox_provider.sandbox._lease import Leases
 from opensandbox_provider.sandbox._limits import (
     check_export_deadline,
     export_deadline,
     validate_positive_finite,
 )
-from opensandbox_provider.sandbox._outcome import amount, command_result
+from opensandbox_provider.sandbox._outcome import command_result, log_line
+from opensandbox_provider.sandbox._record import SandboxRecord, monotonic_expiry
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
     from typing import BinaryIO
 
     from airflow.providers.common.ai.sandbox.base import AttachedSandbox, SandboxSpec
-    from opensandbox import SandboxSync
     from opensandbox.config.connection_sync import ConnectionConfigSync
-    from opensandbox.models.sandboxes import NetworkPolicy, SandboxInfo
+    from opensandbox.models.sandboxes import SandboxInfo
     from opensandbox.sync.manager import SandboxManagerSync
 
 log = logging.getLogger(__name__)
 
-# The shortest sandbox lifetime the OpenSandbox server accepts; it refuses shorter with a 422.
-MIN_SANDBOX_TIMEOUT = 60.0
 # How often a new sandbox's execd is asked whether it is up. A refused or proxied ping
 # answers in milliseconds, so polling this often costs nothing and saves the SDK's
 # half-second backoff on a daemon that usually starts within a fraction of a second.
@@ -58,38 +52,8 @@ READY_POLL_INTERVAL = 0.025
 # A listing is names, never content. Past this many the model is told to narrow the path
 # rather than the worker holding them all.
 MAX_LIST_ENTRIES = 10_000
-# Stamped on every sandbox so an operator on a shared server can find Airflow's with a
-# metadata filter.
-CREATED_BY = {"created-by": "airflow"}
 # Lifecycle states from which a sandbox never runs another command.
 _ENDED_STATES = frozenset({"Stopping", "Terminated", "Failed"})
-# Commands are quoted in the task log up to this length.
-_LOGGED_COMMAND = 120
-
-
-@dataclass
-class _Sandbox:
-    """What this process keeps about one sandbox it created or reconnected to, by handle."""
-
-    sdk: SandboxSync
-    # When the server will end the sandbox, on the time.monotonic clock; None if never.
-    expires_at: float | None
-    # Where commands run and relative paths resolve; None for execd's own directory.
-    workdir: str | None = None
-    # The sandbox's own services: the egress sidecar is read through http, execd through execd.
-    http: SandboxHttp = field(init=False)
-    execd: Execd = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.http = SandboxHttp(self.sdk)
-        self.execd = Execd(self.sdk, self.http)
-
-    def resolve(self, path: str) -> str:
-        """``path`` as the sandbox's shell reads it: relative to the working directory."""
-        # execd expands a leading ~ or $VAR itself, so those are anchored already.
-        if self.workdir is None or posixpath.isabs(path) or path.startswith(("~", "$")):
-            return path
-        return posixpath.normpath(posixpath.join(self.workdir, path))
 
 
 class OpenSandboxBackend(AttachableSandboxBackend):
@@ -153,16 +117,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         use_server_proxy: bool | None = None,
         workdir: str | None = None,
     ) -> None:
-        for value, label in ((image, "image"), (cpu, "cpu"), (memory, "memory")):
-            if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{label} must be a non-empty string, got {value!r}.")
-        validate_positive_finite(sandbox_timeout, "sandbox_timeout")
-        validate_positive_finite(ready_timeout, "ready_timeout")
-        if sandbox_timeout < MIN_SANDBOX_TIMEOUT:
-            raise ValueError(
-                f"sandbox_timeout must be at least {MIN_SANDBOX_TIMEOUT:g} seconds, got "
-                f"{sandbox_timeout!r}: the OpenSandbox server refuses shorter lifetimes."
-            )
+        _arguments.check_backend(
+            image=image,
+            cpu=cpu,
+            memory=memory,
+            sandbox_timeout=sandbox_timeout,
+            ready_timeout=ready_timeout,
+        )
         self.opensandbox_conn_id = opensandbox_conn_id
         self.image = image
         self.cpu = cpu
@@ -170,11 +131,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self.sandbox_timeout = float(sandbox_timeout)
         self.ready_timeout = float(ready_timeout)
         self.use_server_proxy = use_server_proxy
-        self.workdir = _working_directory(workdir)
+        self.workdir = _arguments.working_directory(workdir)
         self._hook: OpenSandboxHook | None = None
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
-        self._sandboxes: dict[str, _Sandbox] = {}
+        self._sandboxes: dict[str, SandboxRecord] = {}
         self._lock = threading.Lock()
         self._leases = Leases(self._renew, lease=self.sandbox_timeout)
 
@@ -199,7 +160,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def create(self, *, spec: SandboxSpec | None = None) -> str:
         policy = _policy.network_policy(spec)
-        env = _environment(spec)
+        env = _arguments.environment(spec)
         config = self._connection_config()
         started = time.monotonic()
         with as_sandbox_errors("create a sandbox", terminal=True):
@@ -211,7 +172,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     timeout=timedelta(seconds=self.sandbox_timeout),
                     ready_timeout=timedelta(seconds=self.ready_timeout),
                     env=env,
-                    metadata=_metadata(spec, workdir=self.workdir),
+                    metadata=_tags.creation_metadata(spec, workdir=self.workdir),
                     resource={"cpu": self.cpu, "memory": self.memory},
                     network_policy=policy,
                     connection_config=config,
@@ -220,7 +181,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 )
             except Exception as e:
                 raise _policy.explain_refusal(e, policy) from e
-        record = _Sandbox(sdk, expires_at=started + self.sandbox_timeout, workdir=self.workdir)
+        record = SandboxRecord(sdk, expires_at=started + self.sandbox_timeout, workdir=self.workdir)
         # Known by handle from here on, so that a failure below destroys it as any other.
         with self._lock:
             self._sandboxes[sdk.id] = record
@@ -234,7 +195,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         try:
             waited = self._wait_until_ready(record, deadline=time.monotonic() + self.ready_timeout)
             if policy is not None:
-                self._verify_policy(record, policy)
+                _policy.require_enforced(record.http, policy, sandbox=sdk.id)
+                log.info(
+                    "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
+                    sdk.id,
+                    _policy.ADDRESS_LAYER_MODE,
+                )
             if record.workdir is not None:
                 record.execd.create_working_directory(record.workdir)
             if spec is None or spec.owner is None:
@@ -249,7 +215,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         )
         return sdk.id
 
-    def _wait_until_ready(self, record: _Sandbox, *, deadline: float) -> float:
+    def _wait_until_ready(self, record: SandboxRecord, *, deadline: float) -> float:
         """Ask execd whether it is up until it answers; return how long that took."""
         started = time.monotonic()
         with as_sandbox_errors(f"reach sandbox {record.sdk.id}", terminal=True):
@@ -265,25 +231,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     )
                 time.sleep(min(READY_POLL_INTERVAL, max(remaining, 0.0)))
 
-    def _verify_policy(self, record: _Sandbox, policy: NetworkPolicy) -> None:
-        problem = _policy.unenforced(record.http, policy)
-        if problem is not None:
-            raise SandboxTerminalError(
-                f"OpenSandbox did not enforce the requested network policy on sandbox "
-                f"{record.sdk.id}, so it was destroyed: {problem} Or pass "
-                "SandboxSpec(block_network=False) for a sandbox that may reach the network."
-            )
-        log.info(
-            "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
-            record.sdk.id,
-            _policy.ADDRESS_LAYER_MODE,
-        )
-
     # ------------------------------------------------------------------
     # Reconnect
     # ------------------------------------------------------------------
 
-    def _sandbox(self, handle: str) -> _Sandbox:
+    def _sandbox(self, handle: str) -> SandboxRecord:
         """The sandbox behind ``handle``, reconnecting to one this process has not seen."""
         with self._lock:
             record = self._sandboxes.get(handle)
@@ -306,9 +258,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             except BaseException:
                 sdk.close()
                 raise
-        record = _Sandbox(
+        record = SandboxRecord(
             sdk,
-            expires_at=_monotonic(info.expires_at),
+            expires_at=monotonic_expiry(info.expires_at),
             workdir=_tags.stamped_workdir(info.metadata, default=self.workdir),
         )
         with self._lock:
@@ -317,7 +269,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             sdk.close()
         return kept
 
-    def _gone(self, record: _Sandbox) -> bool:
+    def _gone(self, record: SandboxRecord) -> bool:
         """Whether the sandbox no longer exists or can no longer run; a failure to ask raises."""
         with as_sandbox_errors(f"check on sandbox {record.sdk.id}"):
             try:
@@ -342,7 +294,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             raise SandboxError("The command is empty; give a shell command to run.")
         # Reconnecting happens before the clock starts: it is not the command's time.
         record = self._sandbox(sandbox)
-        timeout_ms = max(1, round(self._fit_to_lifetime(record, timeout) * 1000))
+        timeout_ms = max(1, round(record.fit_to_lifetime(timeout) * 1000))
         applied = timeout_ms / 1000
         started = time.monotonic()
         with as_sandbox_errors(f"run a command in sandbox {record.sdk.id}"):
@@ -373,26 +325,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             raise _ended_under_command(record)
         result = command_result(streamed, elapsed=elapsed, applied=applied, requested=timeout)
         if streamed.abandoned is None:
-            log.info(
-                "Sandbox %s: %r %s in %.2fs (stdout %s; stderr %s).",
-                sandbox,
-                _shortened(command),
-                f"timed out after {applied:g}s"
-                if result.timed_out
-                else f"exited {result.exit_code}",
-                elapsed,
-                amount(streamed.parser.stdout),
-                amount(streamed.parser.stderr),
-            )
+            line = log_line(command, streamed, result, elapsed=elapsed, applied=applied)
+            log.info("Sandbox %s: %s.", sandbox, line)
         return result
-
-    @staticmethod
-    def _fit_to_lifetime(record: _Sandbox, timeout: float) -> float:
-        # A command cannot outlive its sandbox; one that would is given what is left, and
-        # the result says so, rather than being cut off by the sandbox's end.
-        if record.expires_at is None:
-            return timeout
-        return min(timeout, max(1.0, record.expires_at - time.monotonic()))
 
     # ------------------------------------------------------------------
     # Files
@@ -474,7 +409,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         ):
             yield path, entry, chunks
 
-    def _regular_file(self, record: _Sandbox, path: str, *, purpose: str) -> FileInfo:
+    def _regular_file(self, record: SandboxRecord, path: str, *, purpose: str) -> FileInfo:
         """What ``path`` is, refusing anything that is not a file or a link to one."""
         with self._unless_gone(record):
             info = record.execd.file_info(path, purpose=purpose)
@@ -487,7 +422,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         return info
 
     @contextmanager
-    def _unless_gone(self, record: _Sandbox) -> Iterator[None]:
+    def _unless_gone(self, record: SandboxRecord) -> Iterator[None]:
         """
         Let a missing path's error through unless the sandbox itself is gone: execd's file
         API answers 404 for both when it is reached through the server.
@@ -510,18 +445,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def read_tags(self, sandbox: str) -> dict[str, str]:
         info = self._info(sandbox, doing=f"read the tags of sandbox {sandbox}")
-        try:
-            tags = _tags.decode(info.metadata or {})
-        except _tags.DamagedTagError as e:
-            raise SandboxError(
-                f"Sandbox {sandbox} carries tags this backend cannot read: {e} Destroy the "
-                f"sandbox, or remove its {_tags.PREFIX} metadata and provision it again."
-            ) from e
-        if info.expires_at is not None:
-            # The server's own expiry rather than a stamp: renewals move it, and a stamp
-            # would go stale between them.
-            tags[EXPIRES_AT_TAG] = str(int(info.expires_at.timestamp()))
-        return tags
+        return _tags.read(sandbox, info.metadata, expires_at=info.expires_at)
 
     def write_tags(self, sandbox: str, tags: Mapping[str, str]) -> None:
         # The expiry is the server's and moves only through renewals; it is not stored.
@@ -558,7 +482,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if held and not self._renew(sandbox):
             log.info("Sandbox %s ended before it was released.", sandbox)
 
-    def _hold(self, record: _Sandbox) -> None:
+    def _hold(self, record: SandboxRecord) -> None:
         self._leases.hold(record.sdk.id)
         # Renewed from now on, so nothing this process runs has to fit an expiry.
         record.expires_at = None
@@ -628,7 +552,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             )
 
 
-def _ended_under_command(record: _Sandbox) -> SandboxTerminalError:
+def _ended_under_command(record: SandboxRecord) -> SandboxTerminalError:
     return SandboxTerminalError(
         f"Sandbox {record.sdk.id} ended while the command ran: it was destroyed, killed or "
         "reached the end of its lifetime on the server."
@@ -645,48 +569,3 @@ def _kill(kill: Callable[[], None], sandbox: str) -> None:
         log.info("Sandbox %s was already gone.", sandbox)
         return
     log.info("Destroyed sandbox %s.", sandbox)
-
-
-def _working_directory(workdir: str | None) -> str | None:
-    if workdir is None:
-        return None
-    if not isinstance(workdir, str) or not posixpath.isabs(workdir) or "\n" in workdir:
-        raise ValueError(
-            f"workdir must be an absolute path in the sandbox, such as '/home/agent/work', got "
-            f"{workdir!r}."
-        )
-    return posixpath.normpath(workdir)
-
-
-def _environment(spec: SandboxSpec | None) -> dict[str, str] | None:
-    if spec is None or not spec.env:
-        return None
-    env: Mapping[str, Any] = spec.env
-    for key, value in env.items():
-        if not isinstance(key, str) or not key or "=" in key or not isinstance(value, str):
-            raise SandboxTerminalError(
-                f"SandboxSpec.env holds {key!r}: {value!r}; every name must be a non-empty string "
-                "without '=' and every value a string."
-            )
-    return dict(env)
-
-
-def _metadata(spec: SandboxSpec | None, *, workdir: str | None) -> dict[str, str]:
-    """Who made a new sandbox, a name to find it by, and the tags of one provisioned for a task."""
-    metadata = {**CREATED_BY, "name": f"airflow-sandbox-{uuid.uuid4().hex[:12]}"}
-    if spec is not None and spec.owner is not None:
-        metadata.update(_tags.encode(_tags.provisioning_tags(spec, workdir=workdir)))
-    return metadata
-
-
-def _monotonic(expires_at: datetime | None) -> float | None:
-    if expires_at is None:
-        return None
-    if expires_at.tzinfo is None:
-        expires_at = expires_at.replace(tzinfo=UTC)
-    left = (expires_at - datetime.now(UTC)).total_seconds()
-    return time.monotonic() + left if math.isfinite(left) else None
-
-
-def _shortened(command: str) -> str:
-    return command if len(command) <= _LOGGED_COMMAND else command[: _LOGGED_COMMAND - 3] + "..."

@@ -1,0 +1,65 @@
+"""
+What the backend refuses in its own arguments and in a spec, before it asks the server.
+
+The constructor's checks run when the DAG is parsed, so a mistake fails there rather than in
+the first task that creates a sandbox.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
+
+from opensandbox_provider.sandbox._limits import validate_positive_finite
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from airflow.providers.common.ai.sandbox.base import SandboxSpec
+
+# The shortest sandbox lifetime the OpenSandbox server accepts; it refuses shorter with a 422.
+MIN_SANDBOX_TIMEOUT = 60.0
+
+
+def check_backend(
+    *, image: str, cpu: str, memory: str, sandbox_timeout: float, ready_timeout: float
+) -> None:
+    """Refuse what the server would refuse, or what could never create a sandbox."""
+    for value, label in ((image, "image"), (cpu, "cpu"), (memory, "memory")):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{label} must be a non-empty string, got {value!r}.")
+    validate_positive_finite(sandbox_timeout, "sandbox_timeout")
+    validate_positive_finite(ready_timeout, "ready_timeout")
+    if sandbox_timeout < MIN_SANDBOX_TIMEOUT:
+        raise ValueError(
+            f"sandbox_timeout must be at least {MIN_SANDBOX_TIMEOUT:g} seconds, got "
+            f"{sandbox_timeout!r}: the OpenSandbox server refuses shorter lifetimes."
+        )
+
+
+def working_directory(workdir: str | None) -> str | None:
+    """``workdir`` normalised, refusing anything but an absolute path on one line."""
+    if workdir is None:
+        return None
+    if not isinstance(workdir, str) or not posixpath.isabs(workdir) or "\n" in workdir:
+        raise ValueError(
+            f"workdir must be an absolute path in the sandbox, such as '/home/agent/work', got "
+            f"{workdir!r}."
+        )
+    return posixpath.normpath(workdir)
+
+
+def environment(spec: SandboxSpec | None) -> dict[str, str] | None:
+    """The spec's environment as the server takes it, or ``None`` when it sets none."""
+    if spec is None or not spec.env:
+        return None
+    env: Mapping[str, Any] = spec.env
+    for key, value in env.items():
+        if not isinstance(key, str) or not key or "=" in key or not isinstance(value, str):
+            raise SandboxTerminalError(
+                f"SandboxSpec.env holds {key!r}: {value!r}; every name must be a non-empty string "
+                "without '=' and every value a string."
+            )
+    return dict(env)
