@@ -34,10 +34,19 @@ class ScriptedExecd:
     def __init__(self, script: Callable[[BaseHTTPRequestHandler], None]) -> None:
         self.requests: list[dict] = []
         self.client_left = threading.Event()
+        # Off: a ping is answered 501, as by a server that is not execd; on: 200, as execd does.
+        self.answers_ping = False
+        self.pings = 0
         execd = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                execd.pings += 1
+                self.send_response(200 if execd.answers_ping else 501)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 length = int(self.headers.get("Content-Length", 0))
@@ -188,6 +197,53 @@ def test_a_silent_stream_is_abandoned_as_stalled(execd_with, monkeypatch) -> Non
     assert "sent nothing for 0.5s" in streamed.abandoned
     assert streamed.ending is None
     assert streamed.parser.stdout.text() == "before the stall\n"
+
+
+def test_a_silence_is_waited_out_while_execd_answers_its_ping(execd_with, monkeypatch) -> None:
+    # The real execd sends nothing for longer than the window while it encodes one huge line,
+    # and answers a ping meanwhile: the command must not be abandoned for it.
+    monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
+
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, frame("init", "id"))
+        time.sleep(2.0)  # four windows without a byte
+        send(handler, frame("stdout", "the huge line") + complete())
+
+    execd = execd_with(script)
+    execd.answers_ping = True
+    outcome = run_in_thread(
+        lambda: loopback_execd(execd.port).run(
+            "x", timeout_ms=600_000, max_output_bytes=100, cwd=None
+        )
+    )
+    assert outcome["returned"]
+    streamed = outcome["result"]
+    assert streamed.abandoned is None
+    assert streamed.ending.exit_code == 0
+    assert streamed.parser.stdout.text() == "the huge line\n"
+    assert execd.pings >= 3
+
+
+def test_a_silence_with_execd_not_answering_its_ping_is_abandoned_and_says_so(
+    execd_with, monkeypatch
+) -> None:
+    monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
+
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, frame("init", "id"))
+        time.sleep(HOLD)
+
+    execd = execd_with(script)
+    outcome = run_in_thread(
+        lambda: loopback_execd(execd.port).run(
+            "x", timeout_ms=600_000, max_output_bytes=100, cwd=None
+        )
+    )
+    assert outcome["returned"]
+    assert "execd did not answer a ping" in outcome["result"].abandoned
+    assert execd.pings == 1
 
 
 def test_a_stream_silent_before_its_first_byte_is_abandoned_as_stalled(

@@ -38,6 +38,12 @@ EXECD_PORT = 44772
 # long without a single byte is three heartbeats missed: the stream has stalled, whatever the
 # command does.
 STALL_WINDOW = 10.0
+# A silence is not yet a stall: while the real execd encodes one huge line it sends nothing, not
+# even its heartbeat, for longer than the window (10.7 s measured on a 1 GiB line), and answers a
+# ping meanwhile within 7.5 s. So after each silent window execd is pinged on a fresh connection
+# and the stream is given up only when that goes unanswered this long too: a frozen or vanished
+# sandbox is noticed within the two added up.
+LIVENESS_PROBE_TIMEOUT = 15.0
 # A stream whose heartbeats keep coming but which never ends is given up this long past
 # the command's budget; execd kills a command at its deadline, so this is never reached
 # by a healthy one.
@@ -121,7 +127,8 @@ class Execd:
         ``cwd`` is the directory it runs in; ``None`` leaves it to execd. The stream is read
         incrementally and given up on once the terminal event has arrived, rather than
         waiting out execd's grace after it (docs/execd-wire.rst, wire-grace), and once it is
-        silent for :data:`STALL_WINDOW` seconds or open :data:`BACKSTOP_GRACE` past the budget.
+        silent for :data:`STALL_WINDOW` seconds with execd answering no ping for
+        :data:`LIVENESS_PROBE_TIMEOUT` more, or open :data:`BACKSTOP_GRACE` past the budget.
         """
         body: dict[str, object] = {"command": command, "timeout": timeout_ms}
         if cwd is not None:
@@ -129,6 +136,17 @@ class Execd:
         timeouts = httpx.Timeout(self._http.request_timeout, read=STALL_WINDOW)
         give_up_at = time.monotonic() + timeout_ms / 1000 + BACKSTOP_GRACE
         parser = EventParser(max_output_bytes)
+        overran = (
+            f"the command's stream was still open {BACKSTOP_GRACE:g}s past its "
+            f"{timeout_ms / 1000:g}s budget"
+        )
+        past_budget = False
+
+        def still_alive() -> bool:
+            nonlocal past_budget
+            past_budget = time.monotonic() > give_up_at
+            return not past_budget and self.ping(within=LIVENESS_PROBE_TIMEOUT)
+
         try:
             # execd answers a command it accepted with exactly 200
             # (docs/execd-wire.rst, wire-command-request).
@@ -143,18 +161,19 @@ class Execd:
                 expect=200,
             ) as response:
                 _require_event_stream(response)
-                for chunk in iter_body(response, STALL_WINDOW):
+                for chunk in iter_body(response, STALL_WINDOW, still_alive):
                     parser.feed(chunk)
                     if parser.ending is not None:
                         return StreamedCommand(parser, abandoned=None)
                     if time.monotonic() > give_up_at:
-                        overran = (
-                            f"the command's stream was still open {BACKSTOP_GRACE:g}s past its "
-                            f"{timeout_ms / 1000:g}s budget"
-                        )
                         return StreamedCommand(parser, abandoned=overran)
         except httpx.ReadTimeout:
-            stalled = f"the sandbox sent nothing for {STALL_WINDOW:g}s, not even execd's heartbeat"
+            if past_budget:
+                return StreamedCommand(parser, abandoned=overran)
+            stalled = (
+                f"the sandbox sent nothing for {STALL_WINDOW:g}s, not even execd's heartbeat, "
+                f"and execd did not answer a ping within {LIVENESS_PROBE_TIMEOUT:g}s"
+            )
             return StreamedCommand(parser, abandoned=stalled)
         parser.close()
         return StreamedCommand(parser, abandoned=None)

@@ -10,7 +10,7 @@ sent twice, and a readiness ping is retried on this backend's schedule, not with
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -118,7 +118,11 @@ class SandboxHttp:
         return url, {**endpoint.build_request_headers(config), **NO_COMPRESSION}
 
 
-def iter_body(response: httpx.Response, read_timeout: float) -> Iterator[bytes]:
+def iter_body(
+    response: httpx.Response,
+    read_timeout: float,
+    still_alive: Callable[[], bool] | None = None,
+) -> Iterator[bytes]:
     """
     The body as it arrives, in pieces of up to :data:`BODY_READ_SIZE` bytes.
 
@@ -126,7 +130,9 @@ def iter_body(response: httpx.Response, read_timeout: float) -> Iterator[bytes]:
     makes unless a user plugged in another, is read from the connection's socket and decoded
     in bulk (see :mod:`._chunked`); any other answer is read through httpx. Raises httpx's
     exceptions either way: :class:`httpx.ReadTimeout` after ``read_timeout`` seconds with
-    nothing read, :class:`httpx.RemoteProtocolError` for a body that ends early.
+    nothing read, :class:`httpx.RemoteProtocolError` for a body that ends early. On the
+    socket path, ``still_alive`` is asked after each such silence first, and reading goes on
+    while it says yes: a socket read that timed out leaves the connection as it was.
     """
     socket_stream = _socket_stream(response)
     if socket_stream is None:
@@ -135,7 +141,12 @@ def iter_body(response: httpx.Response, read_timeout: float) -> Iterator[bytes]:
     already_read, network_stream = socket_stream
     decoder = ChunkedDecoder()
     while not decoder.done:
-        data = already_read or _read_socket(network_stream, read_timeout)
+        try:
+            data = already_read or _read_socket(network_stream, read_timeout)
+        except httpx.ReadTimeout:
+            if still_alive is not None and still_alive():
+                continue
+            raise
         already_read = b""
         if not data:
             raise httpx.RemoteProtocolError(

@@ -75,7 +75,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     Commands run over execd's event stream, read here rather than through the SDK: each
     stream is held to ``max_output_bytes`` however its output is split into lines, the
     result comes back as soon as execd reports the command's end, and a stream that stops
-    arriving for :data:`~opensandbox_provider.sandbox._execd.STALL_WINDOW` seconds is
+    arriving for :data:`~opensandbox_provider.sandbox._execd.STALL_WINDOW` seconds, with execd
+    answering no ping for
+    :data:`~opensandbox_provider.sandbox._execd.LIVENESS_PROBE_TIMEOUT` seconds after, is
     abandoned and its sandbox destroyed. execd itself enforces each command's deadline,
     so a command that runs out of time is killed and the sandbox and its files stay.
 
