@@ -64,6 +64,7 @@ class EventStream:
         self._committed = False
         self._client_gone = False
         self._events_sent = 0
+        STALL.stream_opened()
 
     def send(self, event: dict) -> None:
         self.send_all([event])
@@ -131,6 +132,7 @@ class EventStream:
             # Test-only: a stalled stream never ends; the client has to give up on it.
             self._exchange.wait_for_client_to_hang_up()
             self._exchange.close_connection()
+            STALL.stream_closed()
             return
         with self._lock:
             if self._client_gone:

@@ -14,11 +14,14 @@ from permissions import set_permissions
 from proxy import reverse_proxy
 from replace import replace_contents
 from search import search_files
+from stall import STALL
 from upload import upload_files
 
 
 def ping(exchange: Exchange) -> None:
-    """200 with an empty body (docs/execd-wire.rst, wire-readiness)."""
+    """200 with an empty body (docs/execd-wire.rst, wire-readiness); held while the test-only
+    silent stall has a stream open."""
+    STALL.hold_ping()
     exchange.respond_empty()
 
 

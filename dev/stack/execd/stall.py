@@ -1,6 +1,11 @@
 """The test-only stall switch (documented in the header of __main__.py); not an execd feature."""
 
 import os
+import threading
+import time
+
+# How long a held ping waits for the stall to end before it is answered anyway.
+PING_HOLD_S = 120.0
 
 STALL_VARIABLE = "OPENSANDBOX_TEST_STALL"
 
@@ -12,6 +17,8 @@ class Stall:
 
     def __init__(self, mode: str):
         self.mode = mode
+        self._silent_streams = 0
+        self._changed = threading.Condition()
 
     @property
     def active(self) -> bool:
@@ -21,6 +28,26 @@ class Stall:
         if events_sent == 0 or not self.mode:
             return True
         return self.mode == "heartbeat" and kind == "ping"
+
+    def stream_opened(self) -> None:
+        """A silent stall stands for a frozen execd: while one of its streams is open, a ping
+        goes unanswered too, as it would from a frozen sandbox."""
+        if self.mode == "silent":
+            with self._changed:
+                self._silent_streams += 1
+
+    def stream_closed(self) -> None:
+        if self.mode == "silent":
+            with self._changed:
+                self._silent_streams -= 1
+                self._changed.notify_all()
+
+    def hold_ping(self) -> None:
+        """Returns at once, or once no silent stream is open (at most PING_HOLD_S later)."""
+        deadline = time.monotonic() + PING_HOLD_S
+        with self._changed:
+            while self._silent_streams > 0 and (left := deadline - time.monotonic()) > 0:
+                self._changed.wait(left)
 
     def problem(self) -> str:
         """Why execd must not start with this switch, or "" when it may."""
