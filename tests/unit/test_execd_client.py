@@ -200,9 +200,9 @@ def test_an_upload_sends_the_content_to_the_path(execd_answering) -> None:
         assert request.url.path == "/proxy/44772/files/upload"
         return httpx.Response(200)
 
-    execd_answering(answer).upload("/work/out.txt", b"the content")
+    execd_answering(answer).upload("/srv/out.txt", b"the content")
     assert len(bodies) == 1
-    assert b'"path": "/work/out.txt"' in bodies[0] or b'"path":"/work/out.txt"' in bodies[0]
+    assert b'"path": "/srv/out.txt"' in bodies[0] or b'"path":"/srv/out.txt"' in bodies[0]
     assert b"the content" in bodies[0]
 
 
@@ -242,9 +242,9 @@ def test_a_listing_names_each_entry_and_whether_it_is_a_directory(execd_answerin
         return json_answer(
             200,
             [
-                {"path": "/work/data", "type": "directory", "size": 4096},
-                {"path": "/work/a.csv", "type": "file", "size": 3},
-                {"path": "/work/link", "type": "symlink", "size": 9},
+                {"path": "/srv/data", "type": "directory", "size": 4096},
+                {"path": "/srv/a.csv", "type": "file", "size": 3},
+                {"path": "/srv/link", "type": "symlink", "size": 9},
             ],
         )
 
