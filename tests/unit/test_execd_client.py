@@ -143,10 +143,10 @@ def test_a_runtime_error_is_a_sandbox_error_quoting_execd(execd_answering) -> No
         lambda request: error(500, "RUNTIME_ERROR", "error accessing file: permission denied")
     )
     with pytest.raises(SandboxError) as raised:
-        execd.file_info("/root/secret", purpose="export")
+        execd.file_info("/srv/secret", purpose="export")
     assert type(raised.value) is SandboxError
     assert str(raised.value) == (
-        "Could not export '/root/secret': error accessing file: permission denied "
+        "Could not export '/srv/secret': error accessing file: permission denied "
         "[HTTP 500 RUNTIME_ERROR]."
     )
 
@@ -232,8 +232,8 @@ def test_a_working_directory_execd_cannot_create_is_terminal(execd_answering) ->
     execd = execd_answering(
         lambda request: error(500, "RUNTIME_ERROR", "error accessing file: permission denied")
     )
-    with pytest.raises(SandboxTerminalError, match="create the working directory '/root/w'"):
-        execd.create_working_directory("/root/w")
+    with pytest.raises(SandboxTerminalError, match="create the working directory '/srv/w'"):
+        execd.create_working_directory("/srv/w")
 
 
 def test_a_listing_names_each_entry_and_whether_it_is_a_directory(execd_answering) -> None:
