@@ -35,13 +35,17 @@ def wheel_metadata(dists: Dists) -> Message:
         return HeaderParser().parsestr(wheel.read(name).decode())
 
 
-def sdist_metadata(dists: Dists) -> Message:
+def sdist_root_file(dists: Dists, name: str) -> bytes:
+    """A file at the top of the sdist, beside ``pyproject.toml``."""
     with tarfile.open(dists.sdist) as sdist:
-        (member,) = [m for m in sdist.getmembers() if m.name.count("/") == 1 and
-                     m.name.endswith("/PKG-INFO")]  # fmt: skip
+        (member,) = [m for m in sdist.getmembers() if m.name.split("/")[1:] == [name]]
         extracted = sdist.extractfile(member)
         assert extracted is not None
-        return HeaderParser().parsestr(extracted.read().decode())
+        return extracted.read()
+
+
+def sdist_metadata(dists: Dists) -> Message:
+    return HeaderParser().parsestr(sdist_root_file(dists, "PKG-INFO").decode())
 
 
 def test_two_builds_of_the_same_commit_are_identical_byte_for_byte(
@@ -62,7 +66,7 @@ def test_twine_passes_both_archives_with_warnings_as_errors(dists: Dists) -> Non
         timeout=120,
     )
     if "No module named twine" in result.stderr:
-        pytest.fail("twine is not installed; `make setup` installs it from requirements/pinned.txt.")
+        pytest.fail("twine is not installed; `make setup` installs it from the pins.")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("PASSED") == 2, result.stdout
 
@@ -85,11 +89,7 @@ def test_both_archives_carry_the_license_file(dists: Dists) -> None:
     with zipfile.ZipFile(dists.wheel) as wheel:
         (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
         assert wheel.read(name) == license_text
-    with tarfile.open(dists.sdist) as sdist:
-        (member,) = [m for m in sdist.getmembers() if m.name.endswith("/LICENSE")
-                     and m.name.count("/") == 1]  # fmt: skip
-        extracted = sdist.extractfile(member)
-        assert extracted is not None and extracted.read() == license_text
+    assert sdist_root_file(dists, "LICENSE") == license_text
 
 
 def test_the_wheel_holds_the_package_and_its_metadata_and_nothing_else(dists: Dists) -> None:
@@ -100,8 +100,7 @@ def test_the_wheel_holds_the_package_and_its_metadata_and_nothing_else(dists: Di
     # File for file the package's sources: no tests, dev/ stack, docs build or benchmarks
     # hide inside it either.
     sources = {
-        path.relative_to(REPO / "src").as_posix()
-        for path in (REPO / "src" / PACKAGE).rglob("*.py")
+        path.relative_to(REPO / "src").as_posix() for path in (REPO / "src" / PACKAGE).rglob("*.py")
     }
     assert {name for name in names if name.startswith(f"{PACKAGE}/")} == sources
     for unwanted in ("tests/", "dev/", "benchmarks/", "docs/", "_build/", "system_tests/"):

@@ -12,7 +12,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SDK = "opensandbox"
 
-DAG_FILE = '''\
+DAG_FILE = """\
 import importlib.util
 import json
 import sys
@@ -31,7 +31,7 @@ print(json.dumps({
     "installed": importlib.util.find_spec("opensandbox") is not None,
     "loaded": sorted(m for m in sys.modules if m == "opensandbox" or m.startswith("opensandbox.")),
 }))
-'''
+"""
 
 
 def test_a_dag_file_constructing_the_backend_imports_no_sdk_module(tmp_path: Path) -> None:
