@@ -46,3 +46,12 @@ def test_the_pins_record_no_download_address() -> None:
     requirements = [line for line in lines if line and not line.lstrip().startswith("#")]
     assert requirements, "requirements/pinned.txt pins nothing"
     assert [line for line in requirements if "==" not in line or " @ " in line] == []
+
+
+def test_the_pinned_build_backend_satisfies_the_build_requirement() -> None:
+    # Releases are built with the pins as build constraints (docs/releasing.rst).
+    build_system = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    (requirement,) = [Requirement(line) for line in build_system["build-system"]["requires"]]
+    version = pinned().get(canonicalize_name(requirement.name))
+    assert version is not None, f"the build backend {requirement.name} is not pinned"
+    assert requirement.specifier.contains(version), f"{requirement.name} {version}"
