@@ -3,6 +3,7 @@ of the package alone, and a backend that imports quickly and leaves the SDK unlo
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tarfile
@@ -10,11 +11,13 @@ import tomllib
 import zipfile
 from email.message import Message
 from email.parser import HeaderParser
+from pathlib import Path
 
 import pytest
 
 from tests.packaging import importtime
 from tests.packaging.conftest import REPO, Dists, Venv
+from tests.unit.test_dag_parse import DAG_FILE
 
 pytestmark = pytest.mark.slow
 
@@ -123,3 +126,13 @@ def test_the_backend_imports_within_its_budget_and_without_the_sdk(with_extra: V
         f"importing the backend after Airflow took {backend:.2f} s "
         f"({everything:.2f} s with Airflow and the interpreter's start-up)"
     )
+
+
+def test_a_dag_file_constructing_the_installed_backend_imports_no_sdk_module(
+    with_extra: Venv, tmp_path: Path
+) -> None:
+    dag = tmp_path / "constructs_the_backend.py"
+    dag.write_text(DAG_FILE)
+    seen = json.loads(with_extra.run(str(dag)).stdout.splitlines()[-1])
+    assert seen["installed"], "the extra did not install the SDK, so this proves nothing"
+    assert seen["loaded"] == []
