@@ -333,12 +333,19 @@ class _LongText:
 
     def _string_end(self) -> int:
         """Where the text's closing quote is, or -1: the first quote not escaped by a backslash."""
-        quote = self._raw.find(b'"', self._searched)
-        while quote >= 0 and _backslashes_before(self._raw, quote) % 2:
-            quote = self._raw.find(b'"', quote + 1)
-        if quote < 0:
-            self._searched = len(self._raw)
-        return quote
+        # From a place no escape straddles, pairing backslashes left to right is how JSON reads
+        # them, so once every escaped backslash and then every escaped quote is masked, the first
+        # quote left ends the text: three passes at C speed, however densely the text is escaped
+        # (minified JSON printed on one line escapes a quote every few bytes).
+        unread = bytes(self._raw[self._searched :])
+        masked = unread.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+        quote = masked.find(b'"')
+        if quote >= 0:
+            return self._searched + quote
+        # An odd run of backslashes at the end escapes a byte still to come: it is read again.
+        trailing = len(unread) - len(unread.rstrip(b"\\"))
+        self._searched += len(unread) - trailing % 2
+        return -1
 
     def _drop_head(self, at_least: int) -> None:
         cut = _clean_cut(self._raw, at_least)
