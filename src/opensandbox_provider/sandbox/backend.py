@@ -23,12 +23,14 @@ from airflow.providers.common.ai.sandbox.base import (
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _arguments, _policy, _tags
+from opensandbox_provider.sandbox._deadline import Deadline
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
 from opensandbox_provider.sandbox._execd import FileInfo, NoSuchPath
 from opensandbox_provider.sandbox._lease import Leases
 from opensandbox_provider.sandbox._limits import (
+    MIN_EXPORT_ALLOWANCE,
     check_export_deadline,
-    export_deadline,
+    export_allowance,
     validate_positive_finite,
 )
 from opensandbox_provider.sandbox._outcome import command_result, log_line
@@ -341,6 +343,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             path,
             entry,
             chunks,
+            _deadline,
         ):
             for chunk in chunks:
                 data += chunk
@@ -355,14 +358,16 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def write_file(self, sandbox: str, path: str, content: bytes) -> None:
         record = self._sandbox(sandbox)
         path = record.resolve(path)
+        deadline = Deadline.after(export_allowance(len(content)))
         with self._unless_gone(record):
-            record.execd.upload(path, content)
+            record.execd.upload(path, content, deadline=deadline)
 
     def list_directory(self, sandbox: str, path: str) -> list[tuple[str, bool]]:
         record = self._sandbox(sandbox)
         path = record.resolve(path)
+        deadline = Deadline.after(MIN_EXPORT_ALLOWANCE)
         with self._unless_gone(record):
-            entries = record.execd.list_directory(path, limit=MAX_LIST_ENTRIES)
+            entries = record.execd.list_directory(path, limit=MAX_LIST_ENTRIES, deadline=deadline)
         if entries is None:
             raise SandboxError(
                 f"{path!r} holds more than {MAX_LIST_ENTRIES} entries, too many to list. List a "
@@ -378,10 +383,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             path,
             entry,
             chunks,
+            deadline,
         ):
-            deadline = export_deadline(max_bytes)
             for chunk in chunks:
-                check_export_deadline(path, deadline, max_bytes)
+                check_export_deadline(path, deadline.at, max_bytes)
                 if written + len(chunk) > max_bytes:
                     raise SandboxFileTooLargeError(path, written + len(chunk), max_bytes)
                 dest.write(chunk)
@@ -394,27 +399,34 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     @contextmanager
     def _download(
         self, sandbox: str, path: str, *, max_bytes: int, purpose: str
-    ) -> Iterator[tuple[str, FileInfo, Iterator[bytes]]]:
+    ) -> Iterator[tuple[str, FileInfo, Iterator[bytes], Deadline]]:
         """
-        The path as resolved, what it is, and its first ``max_bytes + 1`` bytes as they
-        arrive; a file that says it is larger is refused before any of it is transferred.
+        The path as resolved, what it is, its first ``max_bytes + 1`` bytes as they arrive,
+        and the deadline of the whole call; a file that says it is larger is refused before
+        any of it is transferred.
+
+        The deadline is the one common-ai gives its own export, for a read as for an export:
+        the description and every byte of the transfer count against it.
         """
         validate_positive_finite(max_bytes, "max_bytes")
         record = self._sandbox(sandbox)
+        deadline = Deadline.after(export_allowance(max_bytes))
         path = record.resolve(path)
-        entry = self._regular_file(record, path, purpose=purpose)
+        entry = self._regular_file(record, path, purpose=purpose, deadline=deadline)
         if entry.kind == "file" and entry.size > max_bytes:
             raise SandboxFileTooLargeError(path, entry.size, max_bytes)
         with (
             self._unless_gone(record),
-            closing(record.execd.download(path, max_bytes=max_bytes)) as chunks,
+            closing(record.execd.download(path, max_bytes=max_bytes, deadline=deadline)) as chunks,
         ):
-            yield path, entry, chunks
+            yield path, entry, chunks, deadline
 
-    def _regular_file(self, record: SandboxRecord, path: str, *, purpose: str) -> FileInfo:
+    def _regular_file(
+        self, record: SandboxRecord, path: str, *, purpose: str, deadline: Deadline
+    ) -> FileInfo:
         """What ``path`` is, refusing anything that is not a file or a link to one."""
         with self._unless_gone(record):
-            info = record.execd.file_info(path, purpose=purpose)
+            info = record.execd.file_info(path, purpose=purpose, deadline=deadline)
         if info.kind == "directory":
             raise SandboxError(f"{path!r} is a directory. Use list_directory to see what is in it.")
         if info.kind not in ("file", "symlink"):
