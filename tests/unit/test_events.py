@@ -388,3 +388,21 @@ def test_a_line_of_minified_json_costs_python_steps_per_read_not_per_escape() ->
     assert parser.stdout.text() == (line + "\n")[-50 * 1024 :]
     reads = -(-len(stream) // read)
     assert steps < 100 * reads, f"{steps} Python steps for {reads} reads"
+
+
+def test_an_exit_status_too_long_to_be_one_is_no_status() -> None:
+    # Python refuses to convert thousands of digits; no exit status has more than a Go int's.
+    parser = parse(frame("stdout", "a") + failed("9" * 5000), split=4096)
+    assert parser.ending is not None and parser.ending.exit_code is None
+    assert len(parser.ending.message) <= 4096
+
+
+def test_a_frame_nested_deeper_than_python_parses_is_unreadable_not_fatal() -> None:
+    nested = b"[" * 100_000 + b"]" * 100_000 + b"\n\n"
+    in_an_event = b'{"type":"stdout","text":"c","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n\n"
+    stream = frame("stdout", "a") + nested + frame("stdout", "b") + in_an_event + complete()
+    for split in (7, 4096, 1 << 20):
+        parser = parse(stream, split=split)
+        assert parser.stdout.text() == "a\nb\n"
+        assert parser.unreadable_frames == 2
+        assert parser.ending is not None and parser.ending.exit_code == 0

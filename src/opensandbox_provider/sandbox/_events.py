@@ -37,7 +37,9 @@ _MAX_ERROR_TEXT = 4096
 _OUTPUT_FRAME_HEAD = re.compile(
     rb'\s*(?:data:[ \t]?)?\{\s*"type"\s*:\s*"(stdout|stderr)"\s*,\s*"text"\s*:\s*"'
 )
-_STATUS = re.compile(r"\s*-?\d+\s*")
+# An exit status is a Go int: a longer run of digits is not one, and Python would refuse to
+# convert one of thousands.
+_STATUS = re.compile(r"\s*-?\d{1,19}\s*")
 
 # A frame exactly as execd writes an output line or a heartbeat whose text is printable ASCII
 # without a quote or a backslash, so that its JSON text is the text itself
@@ -190,7 +192,7 @@ class EventParser:
             # One parse for every frame that arrived together: execd's frames are compact
             # JSON, which never holds a raw newline, so the separators can become commas.
             events = json.loads(b"[" + block.replace(SEPARATOR, b",") + b"]")
-        except ValueError:
+        except (ValueError, RecursionError):
             events = [
                 event for frame in block.split(SEPARATOR) if (event := self._parse_frame(frame))
             ]
@@ -211,7 +213,8 @@ class EventParser:
             return None
         try:
             return json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
+            # Not JSON, or JSON nested deeper than Python parses: no event execd sends.
             self.unreadable_frames += 1
             return None
 

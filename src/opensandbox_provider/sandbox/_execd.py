@@ -27,7 +27,7 @@ import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
 
 from opensandbox_provider.sandbox._deadline import Deadline, bounded_by
-from opensandbox_provider.sandbox._errors import as_sandbox_errors
+from opensandbox_provider.sandbox._errors import as_sandbox_errors, quoted
 from opensandbox_provider.sandbox._events import EventParser
 from opensandbox_provider.sandbox._http import SandboxHttp, iter_body, iter_raw, read_at_most
 from opensandbox_provider.sandbox._outcome import StreamedCommand
@@ -195,7 +195,8 @@ class Execd:
         entry = infos.get(path) if isinstance(infos, dict) else None
         if not isinstance(entry, dict) or not isinstance(entry.get("size"), int):
             raise SandboxError(
-                f"The sandbox did not describe {path!r} in a form this backend reads."
+                f"The sandbox did not describe {path!r} in a form this backend reads: "
+                f"{_what_came(body, infos, MAX_INFO_BODY)}."
             )
         return FileInfo(kind=str(entry.get("type")), size=entry["size"])
 
@@ -271,7 +272,8 @@ class Execd:
         entries = _json(body)
         if not isinstance(entries, list):
             raise SandboxError(
-                f"The sandbox answered a listing of {path!r} with something other than a list."
+                f"The sandbox answered a listing of {path!r} with something other than a list: "
+                f"{_what_came(body, entries, MAX_LIST_BODY)}."
             )
         if len(entries) > limit:
             return None
@@ -336,11 +338,21 @@ def _json(body: bytes | None) -> Any:
         return None
 
 
+def _what_came(body: bytes | None, parsed: object, limit: int) -> str:
+    """What an answer that could not be used held, in a few words, for an error's message."""
+    if body is None:
+        return f"its answer ran past {limit} bytes"
+    if parsed is None and body.strip() != b"null":
+        return f"its answer is not JSON ('{quoted(body.decode('utf-8', 'replace'), 80)}')"
+    return f"its answer is JSON of another shape ('{quoted(body.decode('utf-8', 'replace'), 80)}')"
+
+
 def _require_event_stream(response: httpx.Response) -> None:
     content_type = response.headers.get("content-type", "")
     if "text/event-stream" not in content_type:
         raise SandboxTerminalError(
-            f"The sandbox answered a command with Content-Type {content_type!r} rather than an "
+            f"The sandbox answered a command with Content-Type '{quoted(content_type, 200)}' "
+            "rather than an "
             "event stream, so what answers on its execd port is not execd. Check the execd image "
             "the OpenSandbox server is configured with."
         )

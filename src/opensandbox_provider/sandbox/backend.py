@@ -165,6 +165,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def create(self, *, spec: SandboxSpec | None = None) -> str:
         policy = _policy.network_policy(spec)
         env = _arguments.environment(spec)
+        try:
+            metadata = _tags.creation_metadata(spec, workdir=self.workdir)
+        except ValueError as e:
+            raise SandboxTerminalError(f"Could not create a sandbox: {e}") from e
         config = self._connection_config()
         started = time.monotonic()
         with as_sandbox_errors("create a sandbox", terminal=True):
@@ -176,7 +180,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     timeout=timedelta(seconds=self.sandbox_timeout),
                     ready_timeout=timedelta(seconds=self.ready_timeout),
                     env=env,
-                    metadata=_tags.creation_metadata(spec, workdir=self.workdir),
+                    metadata=metadata,
                     resource={"cpu": self.cpu, "memory": self.memory},
                     network_policy=policy,
                     connection_config=config,
@@ -466,7 +470,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         wanted = {name: value for name, value in tags.items() if name != EXPIRES_AT_TAG}
         doing = f"write the tags of sandbox {sandbox}"
         current = self._info(sandbox, doing=doing).metadata or {}
-        changes = _tags.patch(current, wanted)
+        try:
+            changes = _tags.patch(current, wanted)
+        except ValueError as e:
+            raise SandboxError(f"Could not {doing}: {e}") from e
         if changes:
             with self._manager(doing) as manager:
                 manager.patch_sandbox_metadata(sandbox, changes)
