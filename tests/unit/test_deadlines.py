@@ -18,10 +18,11 @@ from airflow.providers.common.ai.sandbox.base import SandboxError
 from opensandbox import SandboxSync
 
 from opensandbox_provider._connection_config import ConnectionConfig
-from opensandbox_provider.sandbox import _execd
+from opensandbox_provider.sandbox import _execd, _http
 from opensandbox_provider.sandbox._deadline import Deadline, keep_deadlines
 from opensandbox_provider.sandbox._execd import Execd
 from opensandbox_provider.sandbox._http import SandboxHttp
+from tests.unit.execd_wire import complete
 
 # One byte this often: far inside the per-read timeout below, so only a deadline ends a call.
 DRIP_INTERVAL = 0.2
@@ -42,6 +43,11 @@ HEADERS_THEN_DRIP = {
     ),
 }
 DRIPPED = {"headers": b"x", "body": b" ", "chunk-size": b"0"}
+# A command's whole stream at once, for the read path a healthy execd takes.
+WHOLE_STREAM = HEADERS_THEN_DRIP["chunk-size"] + b"%x\r\n%s\r\n0\r\n\r\n" % (
+    len(complete()),
+    complete(),
+)
 
 
 class DrippingExecd(ThreadingHTTPServer):
@@ -84,6 +90,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _drip(self) -> None:
         mode = self.server.mode
+        if mode == "whole":
+            self.wfile.write(WHOLE_STREAM)
+            self.close_connection = True
+            return
         try:
             self.wfile.write(HEADERS_THEN_DRIP[mode])
             self.wfile.flush()
@@ -190,3 +200,15 @@ def test_a_command_stream_that_trickles_framing_is_given_up_at_its_backstop(
 def test_the_pinned_sdks_transport_keeps_deadlines(execd: Execd) -> None:
     # Without it the headers of an answer would be bounded only read by read.
     assert keep_deadlines(execd._sandbox.connection_config.transport)
+
+
+def test_a_command_stream_is_still_read_from_the_socket_on_connections_that_keep_deadlines(
+    dripping: DrippingExecd, execd: Execd
+) -> None:
+    # Each read checking the deadline must not cost the fast path that reads the socket itself.
+    dripping.mode = "whole"
+    with execd._http.stream("POST", _execd.EXECD_PORT, "/command", "Run command") as response:
+        assert _http._socket_stream(response) is not None
+        assert b"".join(_http.iter_body(response, READ_TIMEOUT)) == complete()
+    streamed = execd.run("true", timeout_ms=1000, max_output_bytes=100, cwd=None)
+    assert streamed.abandoned is None and streamed.ending is not None
