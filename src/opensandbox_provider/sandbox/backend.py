@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from contextlib import closing, contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -343,20 +343,16 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def read_file(self, sandbox: str, path: str, *, max_bytes: int) -> bytes:
         data = bytearray()
-        with self._download(sandbox, path, max_bytes=max_bytes, purpose="read") as (
-            path,
-            entry,
-            chunks,
-            _deadline,
-        ):
-            for chunk in chunks:
+        with self._download(sandbox, path, max_bytes=max_bytes, purpose="read") as transfer:
+            for chunk in transfer.chunks:
                 data += chunk
                 if len(data) > max_bytes:
                     break
         if len(data) > max_bytes:
             # A symlink's size is its target path's length, and a file may grow after it was
             # sized; either way the overflow byte arrived.
-            raise SandboxFileTooLargeError(path, max(entry.size, len(data)), max_bytes)
+            size = max(transfer.entry.size, len(data))
+            raise SandboxFileTooLargeError(transfer.path, size, max_bytes)
         return bytes(data)
 
     def write_file(self, sandbox: str, path: str, content: bytes) -> None:
@@ -383,14 +379,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def export_file(self, sandbox: str, path: str, dest: BinaryIO, *, max_bytes: int) -> int:
         """Copy a regular file out through execd's download API, under the whole-copy deadline."""
         written = 0
-        with self._download(sandbox, path, max_bytes=max_bytes, purpose="export") as (
-            path,
-            entry,
-            chunks,
-            deadline,
-        ):
-            for chunk in chunks:
-                check_export_deadline(path, deadline.at, max_bytes)
+        with self._download(sandbox, path, max_bytes=max_bytes, purpose="export") as transfer:
+            path, entry = transfer.path, transfer.entry
+            for chunk in transfer.chunks:
+                check_export_deadline(path, transfer.deadline.at, max_bytes)
                 if written + len(chunk) > max_bytes:
                     raise SandboxFileTooLargeError(path, written + len(chunk), max_bytes)
                 dest.write(chunk)
@@ -403,14 +395,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     @contextmanager
     def _download(
         self, sandbox: str, path: str, *, max_bytes: int, purpose: str
-    ) -> Iterator[tuple[str, FileInfo, Iterator[bytes], Deadline]]:
+    ) -> Iterator[_Transfer]:
         """
-        The path as resolved, what it is, its first ``max_bytes + 1`` bytes as they arrive,
-        and the deadline of the whole call; a file that says it is larger is refused before
-        any of it is transferred.
+        The first ``max_bytes + 1`` bytes of ``path`` as they arrive; a file that says it is
+        larger is refused before any of it is transferred.
 
-        The deadline is the one common-ai gives its own export, for a read as for an export:
-        the description and every byte of the transfer count against it.
+        The description and every byte of the transfer count against one deadline, the one
+        common-ai gives its own export, for a read as for an export.
         """
         validate_positive_finite(max_bytes, "max_bytes")
         record = self._sandbox(sandbox)
@@ -423,7 +414,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             self._unless_gone(record),
             closing(record.execd.download(path, max_bytes=max_bytes, deadline=deadline)) as chunks,
         ):
-            yield path, entry, chunks, deadline
+            yield _Transfer(path, entry, chunks, deadline)
 
     def _regular_file(
         self, record: SandboxRecord, path: str, *, purpose: str, deadline: Deadline
@@ -571,6 +562,17 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 after,
                 exc_info=True,
             )
+
+
+@dataclass(frozen=True)
+class _Transfer:
+    """A download under way: the path as resolved, what execd says it is, and its bytes."""
+
+    path: str
+    entry: FileInfo
+    chunks: Iterator[bytes]
+    # The whole call's, description and transfer alike.
+    deadline: Deadline
 
 
 def _ended_under_command(record: SandboxRecord) -> SandboxTerminalError:
