@@ -197,6 +197,16 @@ def test_a_command_stream_that_trickles_framing_is_given_up_at_its_backstop(
     assert elapsed < DEADLINE + SLACK, f"took {elapsed:.1f}s against a backstop of 1s"
 
 
+@pytest.mark.parametrize("mode", ["headers", "body"])
+def test_a_ping_answered_a_byte_at_a_time_is_no_answer_by_its_deadline(
+    dripping: DrippingExecd, execd: Execd, mode: str
+) -> None:
+    dripping.mode = mode
+    started = time.monotonic()
+    assert execd.ping(within=DEADLINE) is False
+    assert time.monotonic() - started < DEADLINE + SLACK
+
+
 def test_the_pinned_sdks_transport_keeps_deadlines(execd: Execd) -> None:
     # Without it the headers of an answer would be bounded only read by read.
     assert keep_deadlines(execd._sandbox.connection_config.transport)

@@ -109,7 +109,10 @@ class Execd:
         """
         timeout = min(self._http.request_timeout, max(within, MIN_PING_TIMEOUT))
         try:
-            response = self._http.request("GET", EXECD_PORT, "/ping", timeout=timeout)
+            # For the whole answer, not each read of it: a ping answered a byte at a time is
+            # not an answer.
+            with bounded_by(time.monotonic() + timeout):
+                response = self._http.request("GET", EXECD_PORT, "/ping", timeout=timeout)
         except httpx.TransportError:
             return False
         if response.status_code in (401, 403):
