@@ -355,7 +355,6 @@ def _require_event_stream(response: httpx.Response) -> None:
     if "text/event-stream" not in content_type:
         raise SandboxTerminalError(
             f"The sandbox answered a command with Content-Type '{quoted(content_type, 200)}' "
-            "rather than an "
-            "event stream, so what answers on its execd port is not execd. Check the execd image "
-            "the OpenSandbox server is configured with."
+            "rather than an event stream, so what answers on its execd port is not execd. Check "
+            "the execd image the OpenSandbox server is configured with."
         )
