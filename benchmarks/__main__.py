@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks import children, emission, latency, workloads
+from benchmarks import children, emission, latency, parsing, workloads
 from benchmarks.report import render, write_json
 from benchmarks.rows import build_rows
 from benchmarks.subjects import BACKENDS, SUBJECTS, make_subject
@@ -24,7 +24,7 @@ from dev.stack.state import read_state
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts"
-CASES = ("latency", "lines", "no-newline", "export", "stall", "agents")
+CASES = ("latency", "lines", "parsing", "no-newline", "export", "stall", "agents")
 
 
 def run_children(requests: list[tuple[dict, float]], *, parallel: bool = False) -> list[dict]:
@@ -61,6 +61,9 @@ def measure(names: list[str], cases: list[str]) -> dict:
                 strict=True,
             )
         )
+    if "parsing" in cases:
+        print("bench: (c) the parser alone on plain lines and on one line of minified JSON ...")
+        raw["parsing"] = parsing.measure()
     if "no-newline" in cases:
         print("bench: (d) one line with no newline ...", flush=True)
         sized = [(name, workloads.NO_NEWLINE_REDUCED_BYTES) for name in names]

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from benchmarks import children, workloads
+from benchmarks import children, parsing, workloads
 from benchmarks.report import (
     Goal,
     Row,
+    at_least,
     at_least_ratio,
     at_least_ratio_under,
     at_most,
@@ -165,6 +166,16 @@ def _stall_notes(raw: dict, results: Results) -> list[str]:
     ]
 
 
+def _parser_alone(raw: dict) -> Results | None:
+    """The parser's own rates, measured in this process: no stack, so only ours has them."""
+    return {"ours": raw["parsing"]} if "parsing" in raw else None
+
+
+PARSER_NOTES = [
+    f"the event parser alone, fed {parsing.PARSED_BYTES // 1_000_000} MB of events in "
+    "socket-sized reads, best of three; no stack, so only ours has a value."
+]
+
 ROWS = (
     RowDef(
         "a",
@@ -201,6 +212,22 @@ ROWS = (
         "mb_per_s",
         goals=_throughput_goals,
         notes=_throughput_notes,
+    ),
+    RowDef(
+        "4.4-parse",
+        "parser: plain lines",
+        "MB/s",
+        _parser_alone,
+        "plain_mb_per_s",
+        notes=PARSER_NOTES,
+    ),
+    RowDef(
+        "4.4-parse",
+        "parser: minified JSON on one line",
+        "MB/s",
+        _parser_alone,
+        "escaped_mb_per_s",
+        goals=[at_least(50, "MB/s")],
     ),
     RowDef(
         "d",
