@@ -204,6 +204,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             waited = self._wait_until_ready(record, deadline=time.monotonic() + self.ready_timeout)
             if policy is not None:
                 _policy.require_enforced(record.http, policy, sandbox=sdk.id)
+                record.proven_policy = policy
                 log.info(
                     "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
                     sdk.id,
@@ -270,6 +271,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             sdk,
             expires_at=monotonic_expiry(info.expires_at),
             workdir=_tags.stamped_workdir(info.metadata, default=self.workdir),
+            # Its creator proved this policy before provisioning it; it is held to it here too.
+            proven_policy=_policy.network_policy(_tags.stamped_network(info.metadata)),
         )
         with self._lock:
             kept = self._sandboxes.setdefault(handle, record)
@@ -335,7 +338,28 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if streamed.abandoned is None:
             line = log_line(command, streamed, result, elapsed=elapsed, applied=applied)
             log.info("Sandbox %s: %s.", sandbox, line)
+            self._recheck_policy(record, after=line)
         return result
+
+    def _recheck_policy(self, record: SandboxRecord, *, after: str) -> None:
+        """Destroy the sandbox if its sidecar no longer enforces the policy proven at create."""
+        # The guest shares the sidecar's network namespace, and a server configured without
+        # an egress token lets it rewrite the policy; so does anyone holding the sandbox's
+        # endpoint. One small read after each command catches it before the next one runs.
+        if record.proven_policy is None:
+            return
+        problem = _policy.unenforced(record.http, record.proven_policy)
+        if problem is None:
+            return
+        sandbox = record.sdk.id
+        log.warning(
+            "Sandbox %s: its network policy changed after a command; destroying it.", sandbox
+        )
+        self._destroy_quietly(sandbox, after="its network policy changed")
+        raise SandboxTerminalError(
+            f"Sandbox {sandbox} no longer enforces the network policy it was created with, so "
+            f"it was destroyed after its command ({after}): {problem}"
+        )
 
     # ------------------------------------------------------------------
     # Files
