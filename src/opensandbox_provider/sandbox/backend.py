@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from contextlib import closing, contextmanager
 from dataclasses import replace
 from datetime import timedelta
@@ -140,6 +141,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self._sandboxes: dict[str, SandboxRecord] = {}
         self._lock = threading.Lock()
         self._leases = Leases(self._renew, lease=self.sandbox_timeout)
+        # The server's lifecycle API, one client for every call this backend makes to it.
+        self._lifecycle_client: SandboxManagerSync | None = None
+        self._lifecycle_lock = threading.Lock()
 
     # ------------------------------------------------------------------
     # Configure
@@ -456,8 +460,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         current = self._info(sandbox, doing=doing).metadata or {}
         changes = _tags.patch(current, wanted)
         if changes:
-            with self._manager(doing) as manager:
-                manager.patch_sandbox_metadata(sandbox, changes)
+            with self._lifecycle(doing) as lifecycle:
+                lifecycle.patch_sandbox_metadata(sandbox, changes)
 
     def attach(self, sandbox: str, *, owner: str, holder: str) -> AttachedSandbox:
         attached = super().attach(sandbox, owner=owner, holder=holder)
@@ -491,9 +495,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def _renew(self, sandbox: str) -> bool:
         """Move the sandbox's expiry to one lease from now; ``False`` if it is gone."""
-        with self._manager(f"renew the lease on sandbox {sandbox}") as manager:
+        with self._lifecycle(f"renew the lease on sandbox {sandbox}") as lifecycle:
             try:
-                manager.renew_sandbox(sandbox, timedelta(seconds=self.sandbox_timeout))
+                lifecycle.renew_sandbox(sandbox, timedelta(seconds=self.sandbox_timeout))
             except Exception as e:
                 if status_of(e) == 404:
                     return False
@@ -503,21 +507,30 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def _info(self, sandbox: str, *, doing: str) -> SandboxInfo:
         if not is_sandbox_handle(sandbox):
             raise SandboxTerminalError(f"{sandbox!r} is not a sandbox handle.")
-        with self._manager(doing) as manager:
-            return manager.get_sandbox_info(sandbox)
+        with self._lifecycle(doing) as lifecycle:
+            return lifecycle.get_sandbox_info(sandbox)
 
     @contextmanager
-    def _manager(self, doing: str) -> Iterator[SandboxManagerSync]:
-        """The lifecycle API alone: no endpoints and no readiness poll, whatever state it is in."""
-        from opensandbox.sync.manager import SandboxManagerSync
-
-        config = self._connection_config()
+    def _lifecycle(self, doing: str) -> Iterator[SandboxManagerSync]:
+        """
+        The lifecycle API alone: no endpoints and no readiness poll, whatever state the
+        sandbox is in. One client serves every call, so tag reads and renewals share its
+        connections rather than each opening (and, over TLS, handshaking) its own.
+        """
         with as_sandbox_errors(doing):
-            manager = SandboxManagerSync.create(config)
-            try:
-                yield manager
-            finally:
-                manager.close()
+            yield self._lifecycle_api()
+
+    def _lifecycle_api(self) -> SandboxManagerSync:
+        with self._lifecycle_lock:
+            if self._lifecycle_client is None:
+                from opensandbox.sync.manager import SandboxManagerSync
+
+                client = SandboxManagerSync.create(self._connection_config())
+                # Closed with the backend: when nothing refers to it any more, lease threads
+                # included, or when the interpreter exits.
+                weakref.finalize(self, client.close)
+                self._lifecycle_client = client
+            return self._lifecycle_client
 
     # ------------------------------------------------------------------
     # Destroy
@@ -531,8 +544,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             record = self._sandboxes.pop(sandbox, None)
         if record is None:
             # A sandbox that is unhealthy or paused must still be destroyable.
-            with self._manager(f"destroy sandbox {sandbox}") as manager:
-                _kill(lambda: manager.kill_sandbox(sandbox), sandbox)
+            with self._lifecycle(f"destroy sandbox {sandbox}") as lifecycle:
+                _kill(lambda: lifecycle.kill_sandbox(sandbox), sandbox)
             return
         with as_sandbox_errors(f"destroy sandbox {sandbox}"):
             try:
