@@ -14,7 +14,7 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
 from opensandbox_provider._sdk import INSTALL_COMMAND
-from opensandbox_provider.sandbox import OpenSandboxBackend
+from opensandbox_provider.sandbox import OpenSandboxBackend, _tags
 
 # No connection of this name exists, so any step that reached for the server would fail
 # with a message about the connection instead of the one a test expects.
@@ -164,3 +164,22 @@ def test_one_backend_makes_one_lifecycle_client_and_closes_it_when_it_is_done(li
     del backend
     gc.collect()
     assert made[0].closed
+
+
+def test_a_renewal_never_moves_the_expiry_earlier_than_the_server_has_it(lifecycles):
+    made, settings = lifecycles
+    # A creator gave the sandbox two hours and stamped no lease (an older backend, say).
+    settings["left"] = 7200.0
+    backend = OpenSandboxBackend(NOWHERE, sandbox_timeout=600)
+
+    assert backend._renew("sb-1")
+    assert made[0].renewals == []
+
+
+def test_a_renewal_uses_the_lease_its_creator_stamped(lifecycles):
+    made, settings = lifecycles
+    settings.update(left=30.0, metadata={_tags.LEASE_KEY: "7200"})
+    backend = OpenSandboxBackend(NOWHERE, sandbox_timeout=600)
+
+    assert backend._renew("sb-1")
+    assert made[0].renewals == [7200.0]

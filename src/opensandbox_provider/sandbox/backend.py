@@ -26,14 +26,14 @@ from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenS
 from opensandbox_provider.sandbox import _arguments, _policy, _tags
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
 from opensandbox_provider.sandbox._execd import FileInfo, NoSuchPath
-from opensandbox_provider.sandbox._lease import Leases
+from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._limits import (
     check_export_deadline,
     export_deadline,
     validate_positive_finite,
 )
 from opensandbox_provider.sandbox._outcome import command_result, log_line
-from opensandbox_provider.sandbox._record import SandboxRecord, monotonic_expiry
+from opensandbox_provider.sandbox._record import SandboxRecord, monotonic_expiry, seconds_left
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -83,12 +83,14 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     so a command that runs out of time is killed and the sandbox and its files stay.
 
     A sandbox's server-side lifetime is a lease: while something holds it (the toolset
-    that created it, or a task attached to it) it is renewed to ``sandbox_timeout`` from
-    now, three times per lease, so a long run never meets the lifetime, and a worker that
-    dies stops renewing and its sandbox is reclaimed within one lease. A task can provision
-    a sandbox with ``SandboxSpec(owner=...)`` for another to attach to; the ownership tags
-    are kept as sandbox metadata (see :mod:`~opensandbox_provider.sandbox._tags`), and such
-    a sandbox waits for its tasks, unheld, for ``sandbox_timeout`` at a time.
+    that created it, or a task attached to it) it is renewed to one lease from now, three
+    times per lease, so a long run never meets the lifetime, and a worker that dies stops
+    renewing and its sandbox is reclaimed within one lease. The lease is the creator's
+    ``sandbox_timeout``, stamped on the sandbox, whichever backend holds it, and a renewal
+    never moves the expiry earlier than the server has it. A task can provision a sandbox
+    with ``SandboxSpec(owner=...)`` for another to attach to; the ownership tags are kept
+    as sandbox metadata (see :mod:`~opensandbox_provider.sandbox._tags`), and such a
+    sandbox waits for its tasks, unheld, for one lease at a time.
 
     :param opensandbox_conn_id: The connection naming the server, or ``None`` for the
         ``OPEN_SANDBOX_DOMAIN`` and ``OPEN_SANDBOX_API_KEY`` environment variables.
@@ -96,7 +98,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     :param cpu: The CPU limit of each sandbox, as OpenSandbox takes it (``"1"``, ``"500m"``).
     :param memory: The memory limit of each sandbox (``"2Gi"``).
     :param sandbox_timeout: The lease, in seconds, at least 60: how long the server keeps a
-        sandbox after the last renewal, and how long a provisioned sandbox waits between tasks.
+        sandbox this backend creates after the last renewal, and how long a provisioned
+        sandbox waits between tasks. A sandbox another backend created keeps its creator's.
     :param ready_timeout: Seconds a new sandbox has to start answering before it is
         destroyed and creation fails.
     :param use_server_proxy: Reach sandboxes through the server instead of their published
@@ -139,8 +142,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
         self._sandboxes: dict[str, SandboxRecord] = {}
+        # Sandboxes released whose closing renewal has not been made yet.
+        self._unrenewed: set[str] = set()
         self._lock = threading.Lock()
-        self._leases = Leases(self._renew, lease=self.sandbox_timeout)
+        self._leases = Leases(self._renew)
         # The server's lifecycle API, one client for every call this backend makes to it.
         self._lifecycle_client: SandboxManagerSync | None = None
         self._lifecycle_lock = threading.Lock()
@@ -178,7 +183,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     timeout=timedelta(seconds=self.sandbox_timeout),
                     ready_timeout=timedelta(seconds=self.ready_timeout),
                     env=env,
-                    metadata=_tags.creation_metadata(spec, workdir=self.workdir),
+                    metadata=_tags.creation_metadata(
+                        spec, workdir=self.workdir, lease=self.sandbox_timeout
+                    ),
                     resource={"cpu": self.cpu, "memory": self.memory},
                     network_policy=policy,
                     connection_config=config,
@@ -187,7 +194,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 )
             except Exception as e:
                 raise _policy.explain_refusal(e, policy) from e
-        record = SandboxRecord(sdk, expires_at=started + self.sandbox_timeout, workdir=self.workdir)
+        record = SandboxRecord(
+            sdk,
+            expires_at=started + self.sandbox_timeout,
+            lease=self.sandbox_timeout,
+            workdir=self.workdir,
+        )
         # Known by handle from here on, so that a failure below destroys it as any other.
         with self._lock:
             self._sandboxes[sdk.id] = record
@@ -267,6 +279,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         record = SandboxRecord(
             sdk,
             expires_at=monotonic_expiry(info.expires_at),
+            lease=_tags.stamped_lease(info.metadata, default=self.sandbox_timeout),
             workdir=_tags.stamped_workdir(info.metadata, default=self.workdir),
         )
         with self._lock:
@@ -465,39 +478,66 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def attach(self, sandbox: str, *, owner: str, holder: str) -> AttachedSandbox:
         attached = super().attach(sandbox, owner=owner, holder=holder)
-        self._hold(self._sandbox(sandbox))
+        record = self._sandbox(sandbox)
+        self._hold(record)
         log.info(
             "Holding sandbox %s for %s: its lease of %gs is renewed every %gs until release.",
             sandbox,
             holder,
-            self.sandbox_timeout,
-            self._leases.interval,
+            record.lease,
+            renewal_interval(record.lease),
         )
         # The lease keeps the sandbox alive for as long as this holder runs, so there is no
         # deadline to fit its commands into.
         return replace(attached, remaining_lifetime=None)
 
     def release(self, sandbox: str, *, holder: str) -> None:
-        held = sandbox in self._leases.held()
+        with self._lock:
+            if sandbox in self._leases.held():
+                # Remembered until it is made: the toolset retries a release that failed,
+                # and the retry finds the lease already dropped.
+                self._unrenewed.add(sandbox)
         self._leases.drop(sandbox)
         with self._lock:
             record = self._sandboxes.pop(sandbox, None)
         if record is not None:
             record.sdk.close()
-        super().release(sandbox, holder=holder)
-        if held and not self._renew(sandbox):
-            log.info("Sandbox %s ended before it was released.", sandbox)
+        try:
+            super().release(sandbox, holder=holder)
+        except SandboxTerminalError:
+            with self._lock:
+                self._unrenewed.discard(sandbox)
+            raise
+        with self._lock:
+            closing_renewal = sandbox in self._unrenewed
+        if closing_renewal:
+            # One more lease, so the task that collects the sandbox's files finds a whole one.
+            if not self._renew(sandbox):
+                log.info("Sandbox %s ended before it was released.", sandbox)
+            with self._lock:
+                self._unrenewed.discard(sandbox)
 
     def _hold(self, record: SandboxRecord) -> None:
-        self._leases.hold(record.sdk.id)
+        self._leases.hold(record.sdk.id, lease=record.lease)
         # Renewed from now on, so nothing this process runs has to fit an expiry.
         record.expires_at = None
 
     def _renew(self, sandbox: str) -> bool:
-        """Move the sandbox's expiry to one lease from now; ``False`` if it is gone."""
+        """
+        Move the sandbox's expiry to one of its creator's leases from now, unless the server
+        already has it later; ``False`` if it is gone.
+        """
         with self._lifecycle(f"renew the lease on sandbox {sandbox}") as lifecycle:
             try:
-                lifecycle.renew_sandbox(sandbox, timedelta(seconds=self.sandbox_timeout))
+                info = lifecycle.get_sandbox_info(sandbox)
+                if info.status.state in _ENDED_STATES:
+                    return False
+                lease = _tags.stamped_lease(info.metadata, default=self.sandbox_timeout)
+                left = seconds_left(info.expires_at)
+                # The server takes any future expiry, so renewing a sandbox whose creator
+                # gave it longer, or no expiry at all, would cut its life short.
+                if left is not None and left < lease:
+                    lifecycle.renew_sandbox(sandbox, timedelta(seconds=lease))
             except Exception as e:
                 if status_of(e) == 404:
                     return False
