@@ -25,14 +25,15 @@ from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _arguments, _policy, _tags
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
-from opensandbox_provider.sandbox._execd import FileInfo, NoSuchPath
+from opensandbox_provider.sandbox._execd import EndedEarly, FileInfo, NoSuchPath
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._limits import (
+    byte_budget,
     check_export_deadline,
     export_deadline,
     validate_positive_finite,
 )
-from opensandbox_provider.sandbox._outcome import command_result, log_line
+from opensandbox_provider.sandbox._outcome import command_result, log_line, replaced_result
 from opensandbox_provider.sandbox._record import SandboxRecord, monotonic_expiry, seconds_left
 
 if TYPE_CHECKING:
@@ -142,6 +143,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
         self._sandboxes: dict[str, SandboxRecord] = {}
+        # Sandboxes this backend destroyed to end a command: a call on one made at the same
+        # time as that command is told the sandbox was replaced, as that command's call is.
+        self._abandoned: set[str] = set()
         # Sandboxes released whose closing renewal has not been made yet.
         self._unrenewed: set[str] = set()
         self._lock = threading.Lock()
@@ -308,9 +312,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self, sandbox: str, command: str, *, timeout: float, max_output_bytes: int
     ) -> SandboxExecResult:
         validate_positive_finite(timeout, "timeout")
-        validate_positive_finite(max_output_bytes, "max_output_bytes")
+        max_output_bytes = byte_budget(max_output_bytes, "max_output_bytes")
         if not command.strip():
             raise SandboxError("The command is empty; give a shell command to run.")
+        if self._was_abandoned(sandbox):
+            return replaced_result(sandbox)
         # Reconnecting happens before the clock starts: it is not the command's time.
         record = self._sandbox(sandbox)
         timeout_ms = max(1, round(record.fit_to_lifetime(timeout) * 1000))
@@ -321,14 +327,14 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 streamed = record.execd.run(
                     command,
                     timeout_ms=timeout_ms,
-                    max_output_bytes=int(max_output_bytes),
+                    max_output_bytes=max_output_bytes,
                     cwd=record.workdir,
                 )
             except Exception as e:
                 # A transport error may be the sandbox ending under the command; the server
                 # knows.
                 if status_of(e) is None and not isinstance(e, SandboxError) and self._gone(record):
-                    raise _ended_under_command(record) from e
+                    return self._ended_under_command(record, e)
                 raise
         elapsed = time.monotonic() - started
         if streamed.abandoned is not None:
@@ -337,22 +343,43 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 sandbox,
                 streamed.abandoned,
             )
+            with self._lock:
+                self._abandoned.add(sandbox)
             self._destroy_quietly(sandbox, after="abandoning its command")
         elif streamed.ending is None and self._gone(record):
             # Through the server's proxy a sandbox that dies mid-command looks like a stream
             # that simply ended; only the server can tell, and a dead sandbox is terminal.
-            raise _ended_under_command(record)
+            return self._ended_under_command(record, None)
         result = command_result(streamed, elapsed=elapsed, applied=applied, requested=timeout)
         if streamed.abandoned is None:
             line = log_line(command, streamed, result, elapsed=elapsed, applied=applied)
             log.info("Sandbox %s: %s.", sandbox, line)
         return result
 
+    def _was_abandoned(self, sandbox: str) -> bool:
+        with self._lock:
+            return sandbox in self._abandoned
+
+    def _ended_under_command(
+        self, record: SandboxRecord, cause: BaseException | None
+    ) -> SandboxExecResult:
+        """
+        What a command whose sandbox ended under it returns: a replaced sandbox when this
+        backend destroyed it to end another command, else the terminal error.
+        """
+        if self._was_abandoned(record.sdk.id):
+            return replaced_result(record.sdk.id)
+        raise SandboxTerminalError(
+            f"Sandbox {record.sdk.id} ended while the command ran: it was destroyed, killed or "
+            "reached the end of its lifetime on the server."
+        ) from cause
+
     # ------------------------------------------------------------------
     # Files
     # ------------------------------------------------------------------
 
     def read_file(self, sandbox: str, path: str, *, max_bytes: int) -> bytes:
+        max_bytes = byte_budget(max_bytes, "max_bytes")
         data = bytearray()
         with self._download(sandbox, path, max_bytes=max_bytes, purpose="read") as (
             path,
@@ -364,8 +391,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 if len(data) > max_bytes:
                     break
         if len(data) > max_bytes:
-            # A symlink's size is its target path's length, and a file may grow after it was
-            # sized; either way the overflow byte arrived.
+            # A file may grow after it was sized; the overflow byte arrived either way.
             raise SandboxFileTooLargeError(path, max(entry.size, len(data)), max_bytes)
         return bytes(data)
 
@@ -390,6 +416,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def export_file(self, sandbox: str, path: str, dest: BinaryIO, *, max_bytes: int) -> int:
         """Copy a regular file out through execd's download API, under the whole-copy deadline."""
+        max_bytes = byte_budget(max_bytes, "max_bytes")
         written = 0
         with self._download(sandbox, path, max_bytes=max_bytes, purpose="export") as (
             path,
@@ -403,9 +430,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     raise SandboxFileTooLargeError(path, written + len(chunk), max_bytes)
                 dest.write(chunk)
                 written += len(chunk)
-        if entry.kind == "file":
-            # A symlink reports its own size, not its target's, so there is nothing to check it by.
-            self._check_export_size(path, expected=entry.size, written=written)
+        self._check_export_size(path, expected=entry.size, written=written)
         return written
 
     @contextmanager
@@ -413,28 +438,49 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self, sandbox: str, path: str, *, max_bytes: int, purpose: str
     ) -> Iterator[tuple[str, FileInfo, Iterator[bytes]]]:
         """
-        The path as resolved, what it is, and its first ``max_bytes + 1`` bytes as they
-        arrive; a file that says it is larger is refused before any of it is transferred.
+        The path as resolved, the regular file it names, and that file's first
+        ``max_bytes + 1`` bytes as they arrive; a file that says it is larger is refused
+        before any of it is transferred.
         """
-        validate_positive_finite(max_bytes, "max_bytes")
         record = self._sandbox(sandbox)
         path = record.resolve(path)
         entry = self._regular_file(record, path, purpose=purpose)
-        if entry.kind == "file" and entry.size > max_bytes:
+        if entry.size > max_bytes:
             raise SandboxFileTooLargeError(path, entry.size, max_bytes)
-        with (
-            self._unless_gone(record),
-            closing(record.execd.download(path, max_bytes=max_bytes)) as chunks,
-        ):
-            yield path, entry, chunks
+        try:
+            # The file itself, not the path asked for: a link retargeted from here on
+            # changes nothing about what is read.
+            with (
+                self._unless_gone(record),
+                closing(record.execd.download(entry.path, max_bytes=max_bytes)) as chunks,
+            ):
+                yield path, entry, chunks
+        except EndedEarly:
+            done = "exported" if purpose == "export" else "read"
+            raise SandboxError(
+                f"{path!r} changed while it was {done}: it was {entry.size} bytes when the "
+                f"{purpose} began, and the sandbox sent less. A process in the sandbox may "
+                "still be writing it."
+            ) from None
 
     def _regular_file(self, record: SandboxRecord, path: str, *, purpose: str) -> FileInfo:
-        """What ``path`` is, refusing anything that is not a file or a link to one."""
+        """
+        The regular file at ``path``, following a symbolic link to what it points to, which
+        is judged as the path itself would be.
+        """
         with self._unless_gone(record):
             info = record.execd.file_info(path, purpose=purpose)
+            if info.kind == "symlink":
+                target = record.execd.link_target(info.path)
+                if target is None:
+                    raise SandboxError(
+                        f"{path!r} is a symbolic link, and the sandbox could not resolve what it "
+                        "points to. Give the path of the file itself."
+                    )
+                info = record.execd.file_info(target, purpose=purpose)
         if info.kind == "directory":
             raise SandboxError(f"{path!r} is a directory. Use list_directory to see what is in it.")
-        if info.kind not in ("file", "symlink"):
+        if info.kind != "file":
             raise SandboxError(
                 f"{path!r} is not a regular file (it is a device, a pipe or a socket)."
             )
@@ -443,17 +489,20 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     @contextmanager
     def _unless_gone(self, record: SandboxRecord) -> Iterator[None]:
         """
-        Let a missing path's error through unless the sandbox itself is gone: execd's file
-        API answers 404 for both when it is reached through the server.
+        Let a missing path's error, or a download cut short, through unless the sandbox itself
+        is gone: execd's file API answers 404 for both a path and a sandbox that are missing
+        when it is reached through the server, and a sandbox that ends cuts a download short.
         """
         try:
             yield
-        except NoSuchPath as e:
+        except (NoSuchPath, EndedEarly) as e:
             if self._gone(record):
                 raise SandboxTerminalError(
                     f"Sandbox {record.sdk.id} no longer exists: it was destroyed or reached the "
                     "end of its lifetime on the server."
                 ) from e
+            if isinstance(e, EndedEarly):
+                raise
             # The contract's own class, not our marker subclass: callers and the toolset
             # compare it exactly, as they do common-ai's.
             raise SandboxError(str(e)) from None
@@ -464,6 +513,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def read_tags(self, sandbox: str) -> dict[str, str]:
         info = self._info(sandbox, doing=f"read the tags of sandbox {sandbox}")
+        if info.status.state in _ENDED_STATES:
+            raise SandboxTerminalError(
+                f"Sandbox {sandbox} is {info.status.state} on the server: it has ended, so no "
+                "task can attach to it. Provision a new one."
+            )
         return _tags.read(sandbox, info.metadata, expires_at=info.expires_at)
 
     def write_tags(self, sandbox: str, tags: Mapping[str, str]) -> None:
@@ -605,13 +659,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 after,
                 exc_info=True,
             )
-
-
-def _ended_under_command(record: SandboxRecord) -> SandboxTerminalError:
-    return SandboxTerminalError(
-        f"Sandbox {record.sdk.id} ended while the command ran: it was destroyed, killed or "
-        "reached the end of its lifetime on the server."
-    )
 
 
 def _kill(kill: Callable[[], None], sandbox: str) -> None:
