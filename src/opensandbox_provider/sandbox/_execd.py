@@ -62,17 +62,19 @@ MAX_LIST_BODY = 16 * 1024 * 1024
 _EVENT_STREAM_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
 
 
-class EndedEarly(SandboxError):
+class CutShort(SandboxError):
     """
-    A download's body ended before the length execd announced for it.
+    A download's body stopped before the length execd announced for it: it ended early, or
+    nothing more of it came within the read timeout. The transport error is its cause.
 
     execd announces the file's size when it starts to send it, so a file that shrinks
-    meanwhile, or a sandbox that ends, both cut the body short; the caller, which can ask
-    the server, decides which it was.
+    meanwhile leaves the body short; through the server's proxy the connection then stays
+    open with nothing more on it. A sandbox that ends, or a network that fails, looks the
+    same, so the caller, which can ask the server and execd again, decides which it was.
     """
 
     def __init__(self, path: str) -> None:
-        super().__init__(f"The download of {path!r} ended before all of it arrived.")
+        super().__init__(f"The download of {path!r} stopped before all of it arrived.")
 
 
 class NoSuchPath(SandboxError):
@@ -257,8 +259,8 @@ class Execd:
                     # As httpcore reads them, at most 64 KiB each: re-cutting them to a fixed
                     # size would copy every byte once more for no bound that is not already there.
                     yield from response.iter_raw()
-                except httpx.RemoteProtocolError as e:
-                    raise EndedEarly(path) from e
+                except (httpx.RemoteProtocolError, httpx.ReadTimeout) as e:
+                    raise CutShort(path) from e
 
     def upload(self, path: str, content: bytes) -> None:
         """

@@ -24,8 +24,8 @@ from airflow.providers.common.ai.sandbox.base import (
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _arguments, _policy, _tags
-from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
-from opensandbox_provider.sandbox._execd import EndedEarly, FileInfo, NoSuchPath
+from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of, to_sandbox_error
+from opensandbox_provider.sandbox._execd import CutShort, FileInfo, NoSuchPath
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._limits import (
     byte_budget,
@@ -455,13 +455,28 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 closing(record.execd.download(entry.path, max_bytes=max_bytes)) as chunks,
             ):
                 yield path, entry, chunks
-        except EndedEarly:
+        except CutShort as e:
+            if self._unchanged(record, entry, purpose=purpose):
+                # Neither the sandbox nor the file changed: the transfer itself failed.
+                cause = e.__cause__ or e
+                translated = to_sandbox_error(cause, f"{purpose} {path!r}")
+                if translated is None or translated is cause:
+                    raise cause from None
+                raise translated from cause
             done = "exported" if purpose == "export" else "read"
             raise SandboxError(
                 f"{path!r} changed while it was {done}: it was {entry.size} bytes when the "
                 f"{purpose} began, and the sandbox sent less. A process in the sandbox may "
                 "still be writing it."
             ) from None
+
+    def _unchanged(self, record: SandboxRecord, entry: FileInfo, *, purpose: str) -> bool:
+        """Whether the file ``entry`` describes is still that file, of that size."""
+        try:
+            now = record.execd.file_info(entry.path, purpose=purpose)
+        except NoSuchPath:
+            return False
+        return now.kind == "file" and now.size == entry.size
 
     def _regular_file(self, record: SandboxRecord, path: str, *, purpose: str) -> FileInfo:
         """
@@ -495,13 +510,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         """
         try:
             yield
-        except (NoSuchPath, EndedEarly) as e:
+        except (NoSuchPath, CutShort) as e:
             if self._gone(record):
                 raise SandboxTerminalError(
                     f"Sandbox {record.sdk.id} no longer exists: it was destroyed or reached the "
                     "end of its lifetime on the server."
                 ) from e
-            if isinstance(e, EndedEarly):
+            if isinstance(e, CutShort):
                 raise
             # The contract's own class, not our marker subclass: callers and the toolset
             # compare it exactly, as they do common-ai's.
