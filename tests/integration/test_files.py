@@ -186,7 +186,12 @@ class TruncatingOnFirstWrite(io.BytesIO):
         return super().write(data)
 
 
-def test_a_file_that_shrinks_while_it_is_exported_is_a_mistake_not_the_end(sandbox) -> None:
+@pytest.mark.parametrize("use_server_proxy", [False, True], ids=["direct", "through-server"])
+def test_a_file_that_shrinks_while_it_is_exported_is_a_mistake_not_the_end(
+    sandbox_on, plain_server, use_server_proxy: bool
+) -> None:
+    # Cut short, the body either ends early or goes silent, whichever route it takes.
+    sandbox = sandbox_on(plain_server, use_server_proxy=use_server_proxy)
     # Far more than the socket buffers between execd and the worker hold, so most of it is
     # still unread when the file is cut.
     sandbox.run("head -c 134217728 /dev/zero > /srv/shrinking")

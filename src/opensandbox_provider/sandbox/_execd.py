@@ -68,9 +68,9 @@ class CutShort(SandboxError):
     nothing more of it came within the read timeout. The transport error is its cause.
 
     execd announces the file's size when it starts to send it, so a file that shrinks
-    meanwhile leaves the body short; through the server's proxy the connection then stays
-    open with nothing more on it. A sandbox that ends, or a network that fails, looks the
-    same, so the caller, which can ask the server and execd again, decides which it was.
+    meanwhile leaves the body short: the connection closes early, or stays open with nothing
+    more on it. A sandbox that ends, or a network that fails, looks the same, so the caller,
+    which can ask the server and execd again, decides which it was.
     """
 
     def __init__(self, path: str) -> None:
