@@ -47,6 +47,13 @@ def test_each_stream_is_bounded_to_its_tail_while_it_streams(sandbox) -> None:
     assert result.stderr == "1\n2\n3\n"
 
 
+def test_a_fractional_output_budget_still_bounds_the_output(sandbox) -> None:
+    # Read as a whole number of bytes it must round up: rounded down to 0 it would bound nothing.
+    result = sandbox.run("seq 1 20000", max_output_bytes=0.5)
+    assert result.stdout_truncated
+    assert len(result.stdout.encode()) == 1
+
+
 def test_a_line_far_longer_than_the_budget_is_bounded_too(sandbox) -> None:
     # 16 MiB with no newline arrives as a single event (docs/execd-wire.rst, wire-lines).
     result = sandbox.run("head -c 16777216 /dev/zero | tr '\\0' a; echo END", max_output_bytes=100)

@@ -46,12 +46,39 @@ def test_an_oversized_read_reports_the_files_real_size_without_transferring_it(s
     assert (raised.value.size_bytes, raised.value.max_bytes) == (10485760, 1000)
 
 
-def test_a_read_through_a_symlink_is_bounded_by_what_arrives(sandbox) -> None:
-    sandbox.run("head -c 5000 /dev/zero > /srv/target && ln -s /srv/target /srv/link")
+def test_an_oversized_read_through_a_symlink_reports_the_targets_real_size(sandbox) -> None:
+    sandbox.run("head -c 5000 /dev/zero > /srv/target && ln -s target /srv/link")
     with pytest.raises(SandboxFileTooLargeError) as raised:
         sandbox.backend.read_file(sandbox.handle, "/srv/link", max_bytes=100)
-    assert raised.value.size_bytes >= 101
+    assert (raised.value.size_bytes, raised.value.max_bytes) == (5000, 100)
     assert sandbox.backend.read_file(sandbox.handle, "/srv/link", max_bytes=5000) == bytes(5000)
+    dest = io.BytesIO()
+    assert sandbox.backend.export_file(sandbox.handle, "/srv/link", dest, max_bytes=5000) == 5000
+    assert dest.getvalue() == bytes(5000)
+
+
+# What each link points to, and what the contract says about reading that.
+LINKS = {
+    "to-directory": ("/srv", "is a directory"),
+    "to-fifo": ("/srv/fifo", "not a regular file"),
+    "to-device": ("/dev/zero", "not a regular file"),
+}
+
+
+@pytest.mark.parametrize("operation", ["read", "export"])
+def test_a_symlink_is_judged_by_what_it_points_to(sandbox, operation: str) -> None:
+    links = " && ".join(f"ln -s {target} /srv/{name}" for name, (target, _) in LINKS.items())
+    sandbox.run(f"mkfifo /srv/fifo && {links}")
+    for name, (_, refusal) in LINKS.items():
+        with pytest.raises(SandboxError, match=refusal) as raised:
+            if operation == "read":
+                sandbox.backend.read_file(sandbox.handle, f"/srv/{name}", max_bytes=100)
+            else:
+                sandbox.backend.export_file(
+                    sandbox.handle, f"/srv/{name}", io.BytesIO(), max_bytes=100
+                )
+        # Refused as the mistake it is: not a file too large to read, not the sandbox's end.
+        assert type(raised.value) is SandboxError, f"{name}: {raised.value!r}"
 
 
 def test_a_file_of_exactly_the_budget_is_read_whole(sandbox) -> None:
@@ -143,6 +170,38 @@ def test_an_export_of_a_file_still_being_written_is_refused(sandbox) -> None:
     )
     with pytest.raises(SandboxError, match="changed while it was exported|over the"):
         sandbox.backend.export_file(sandbox.handle, "/srv/growing", io.BytesIO(), max_bytes=10**9)
+
+
+class TruncatingOnFirstWrite(io.BytesIO):
+    """An export destination that, once the first bytes arrive, has the sandbox cut the file."""
+
+    def __init__(self, cut) -> None:
+        super().__init__()
+        self._cut = cut
+
+    def write(self, data) -> int:
+        if self._cut is not None:
+            cut, self._cut = self._cut, None
+            cut()
+        return super().write(data)
+
+
+@pytest.mark.parametrize("use_server_proxy", [False, True], ids=["direct", "through-server"])
+def test_a_file_that_shrinks_while_it_is_exported_is_a_mistake_not_the_end(
+    sandbox_on, plain_server, use_server_proxy: bool
+) -> None:
+    # Cut short, the body either ends early or goes silent, whichever route it takes.
+    sandbox = sandbox_on(plain_server, use_server_proxy=use_server_proxy)
+    # Far more than the socket buffers between execd and the worker hold, so most of it is
+    # still unread when the file is cut.
+    sandbox.run("head -c 134217728 /dev/zero > /srv/shrinking")
+    dest = TruncatingOnFirstWrite(lambda: sandbox.run("truncate -s 1000 /srv/shrinking"))
+
+    with pytest.raises(SandboxError, match="changed while it was exported") as raised:
+        sandbox.backend.export_file(sandbox.handle, "/srv/shrinking", dest, max_bytes=10**9)
+
+    assert not isinstance(raised.value, SandboxTerminalError)
+    assert sandbox.run("stat -c %s /srv/shrinking").stdout == "1000\n"
 
 
 def test_file_operations_on_a_sandbox_that_is_gone_are_terminal(

@@ -18,11 +18,12 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from airflow.providers.common.ai.sandbox.base import SandboxSpec
+from airflow.providers.common.ai.sandbox.base import HOLDER_TAG, SandboxError, SandboxSpec
 from opensandbox import SandboxManagerSync
 from opensandbox.exceptions import SandboxApiException
 
 from dev.stack.state import ServerInfo
+from opensandbox_provider.sandbox._lease import renewal_interval
 from tests.containers import containers_of
 
 LEASE = 60.0  # the server refuses a shorter lifetime (422)
@@ -109,7 +110,7 @@ def test_a_sandbox_held_by_its_run_outlives_its_lease(leased, manager):
         assert expires_at(manager, handle) > created + timedelta(seconds=1.5 * LEASE)
         steps = [(b - a).total_seconds() for a, b in pairwise(sorted(set(expiries)))]
         print(
-            f"\nlease {LEASE:g}s, renewed every {leased._leases.interval:g}s: expiry moved {steps}"
+            f"\nlease {LEASE:g}s, renewed every {renewal_interval(LEASE):g}s: expiry moved {steps}"
         )
     finally:
         leased.destroy(handle)
@@ -192,6 +193,58 @@ def test_attaching_late_starts_a_whole_lease_and_releasing_leaves_one(
         assert result.applied_timeout is None
         assert agent._leases.held() == frozenset()
         assert left_after_release > LEASE - 10
+    finally:
+        creator.destroy(handle)
+
+
+def test_attaching_never_shortens_the_lifetime_the_creator_gave(backend_on, plain_server, manager):
+    creator = backend_on(plain_server, sandbox_timeout=2 * 3600)
+    handle = creator.create(spec=SandboxSpec(block_network=False, owner=OWNER))
+    try:
+        creators = expires_at(manager, handle)
+        # An agent task whose own backend was configured with a far shorter lease.
+        agent = backend_on(plain_server, sandbox_timeout=600)
+
+        agent.attach(handle, owner=OWNER, holder=HOLDER)
+        while_held = expires_at(manager, handle)
+        agent.run_command(handle, "true", timeout=30, max_output_bytes=100)
+        agent.release(handle, holder=HOLDER)
+        after_release = expires_at(manager, handle)
+
+        assert while_held >= creators
+        assert after_release >= creators
+        assert agent._leases.held() == frozenset()
+    finally:
+        creator.destroy(handle)
+
+
+def test_a_release_retried_after_a_failure_still_leaves_a_whole_lease(
+    backend_on, plain_server, manager, monkeypatch
+):
+    lifetime = 300.0  # renewed every 100 s: no renewal of the lease's own falls inside this test
+    creator = backend_on(plain_server, sandbox_timeout=lifetime)
+    handle = creator.create(spec=SandboxSpec(block_network=False, owner=OWNER))
+    try:
+        agent = backend_on(plain_server, sandbox_timeout=lifetime)
+        agent.attach(handle, owner=OWNER, holder=HOLDER)
+        # Late in the lease, as when the agent's run went on right up to a renewal.
+        manager.renew_sandbox(handle, timedelta(seconds=30))
+        write_tags = agent.write_tags
+        failures = [SandboxError("The metadata service did not answer.")]
+
+        def blinking(sandbox, tags):
+            if failures:
+                raise failures.pop()
+            write_tags(sandbox, tags)
+
+        monkeypatch.setattr(agent, "write_tags", blinking)
+
+        with pytest.raises(SandboxError, match="did not answer"):
+            agent.release(handle, holder=HOLDER)
+        agent.release(handle, holder=HOLDER)  # the toolset's retry
+
+        assert HOLDER_TAG not in agent.read_tags(handle)
+        assert seconds_left(manager, handle) > lifetime - 10
     finally:
         creator.destroy(handle)
 

@@ -96,6 +96,16 @@ def test_a_backend_that_only_reconnects_finds_the_stamped_working_directory(
         creator.destroy(handle)
 
 
+def test_a_working_directory_that_already_exists_keeps_its_mode(sandbox_on, plain_server):
+    sandbox = sandbox_on(plain_server, workdir="/tmp")
+
+    assert sandbox.run("pwd; stat -c %a /tmp").stdout == "/tmp\n1777\n"
+
+
+def test_a_new_working_directory_is_created_with_the_usual_mode(in_workdir):
+    assert in_workdir.run(f"stat -c %a '{WORKDIR}'").stdout == "755\n"
+
+
 @pytest.mark.parametrize("workdir", ["relative/dir", "", "~/work", "/with\nnewline"])
 def test_a_working_directory_that_is_not_an_absolute_path_is_refused(workdir):
     with pytest.raises(ValueError, match="workdir"):

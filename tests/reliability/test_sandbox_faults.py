@@ -12,6 +12,7 @@ missing heartbeats, for one that keeps sending heartbeats from the budget-plus-g
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxSpec, SandboxTerminalError
@@ -104,3 +105,65 @@ def test_stalled_stream_is_abandoned_and_the_sandbox_destroyed(
     assert_no_container(handle)
     backend.destroy(handle)  # idempotent on a sandbox the backend already destroyed
     assert_key_hidden(plain_server.api_key, caplog)
+
+
+def test_a_call_dispatched_with_a_sandbox_another_call_abandoned_says_it_was_replaced(
+    make_backend, plain_server, sandboxes, caplog
+):
+    # Two tool calls made together share the handle. The first stalls and is abandoned, which
+    # destroys the sandbox; the second reaches the backend after that. It must report the
+    # sandbox replaced, as the first does, so the toolset provisions another, rather than fail
+    # the task over a sandbox the backend itself destroyed.
+    backend = make_backend(plain_server)
+    handle = backend.create(spec=SandboxSpec(block_network=False))
+    sandboxes.append(handle)
+
+    abandoned = run_frozen(
+        handle,
+        "sleep 43",
+        lambda: backend.run_command(handle, "sleep 43", timeout=60, max_output_bytes=CAP),
+    )
+    second = backend.run_command(handle, "echo hello", timeout=60, max_output_bytes=CAP)
+
+    assert abandoned.sandbox_terminated
+    assert second.sandbox_terminated
+    assert "hello" not in second.stdout
+    assert_no_container(handle)
+    assert_key_hidden(plain_server.api_key, caplog)
+
+
+def test_the_tags_of_a_sandbox_killed_from_outside_are_terminal(
+    make_backend, plain_server, sandboxes
+):
+    # A container killed from outside leaves its sandbox listed, as Failed, until it is
+    # destroyed: attaching to it can never succeed, so reading its tags must say so.
+    owner = "faults_dag/manual__2026-01-01T00:00:00+00:00"
+    backend = make_backend(plain_server)
+    handle = backend.create(spec=SandboxSpec(block_network=False, owner=owner))
+    sandboxes.append(handle)
+    subprocess.run(["docker", "kill", containers_of(handle)[0]], check=True, capture_output=True)
+    listed_as = wait_for_state(plain_server, handle, "Failed")
+
+    attacher = make_backend(plain_server)
+    with pytest.raises(SandboxTerminalError, match=f"is {listed_as}"):
+        attacher.read_tags(handle)
+    with pytest.raises(SandboxTerminalError):
+        attacher.attach(handle, owner=owner, holder=f"{owner}/agent")
+    backend.destroy(handle)
+    assert_no_container(handle)
+
+
+def wait_for_state(server, sandbox: str, state: str) -> str:
+    """Wait until the server lists ``sandbox`` in ``state``, within a bound; return the state."""
+    from opensandbox.sync.manager import SandboxManagerSync
+
+    manager = SandboxManagerSync.create(server.connection_config())
+    try:
+        deadline = time.monotonic() + 30
+        while (seen := manager.get_sandbox_info(sandbox).status.state) != state:
+            if time.monotonic() > deadline:
+                pytest.fail(f"sandbox {sandbox} is still {seen}, not {state}, 30 s after its kill")
+            time.sleep(0.25)
+    finally:
+        manager.close()
+    return seen

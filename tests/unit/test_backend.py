@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import textwrap
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxSpec, SandboxTerminalError
 
 from opensandbox_provider._sdk import INSTALL_COMMAND
-from opensandbox_provider.sandbox import OpenSandboxBackend
+from opensandbox_provider.sandbox import OpenSandboxBackend, _tags
 
 # No connection of this name exists, so any step that reached for the server would fail
 # with a message about the connection instead of the one a test expects.
@@ -114,3 +116,83 @@ def test_an_owner_utf8_cannot_hold_fails_creation_before_anything_is_provisioned
     # Terminal, as every failure of create is; and before the server is asked for anything.
     with pytest.raises(SandboxTerminalError, match="Could not create a sandbox: .*lone surrogate"):
         OpenSandboxBackend(NOWHERE).create(spec=SandboxSpec(owner="dag/\udc80"))
+
+
+class Lifecycle:
+    """A stand-in for the SDK's lifecycle client: one sandbox, whose expiry and lease are set."""
+
+    def __init__(self, made: list[Lifecycle], *, left: float, metadata: dict[str, str]) -> None:
+        made.append(self)
+        self.expires_at = datetime.now(UTC) + timedelta(seconds=left)
+        self.metadata = metadata
+        self.renewals: list[float] = []
+        self.closed = False
+
+    def get_sandbox_info(self, sandbox: str) -> SimpleNamespace:
+        return SimpleNamespace(
+            metadata=dict(self.metadata),
+            expires_at=self.expires_at,
+            status=SimpleNamespace(state="Running"),
+        )
+
+    def patch_sandbox_metadata(self, sandbox: str, changes: dict) -> None:
+        self.metadata.update({k: v for k, v in changes.items() if v is not None})
+
+    def renew_sandbox(self, sandbox: str, timeout: timedelta) -> None:
+        self.renewals.append(timeout.total_seconds())
+        self.expires_at = datetime.now(UTC) + timeout
+
+    def kill_sandbox(self, sandbox: str) -> None:
+        self.killed = True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def lifecycles(monkeypatch: pytest.MonkeyPatch):
+    """Every lifecycle client a backend makes, each for a sandbox with ``settings``' expiry."""
+    from opensandbox.sync.manager import SandboxManagerSync
+
+    made: list[Lifecycle] = []
+    settings: dict = {"left": 3600.0, "metadata": {}}
+    monkeypatch.setattr(
+        SandboxManagerSync, "create", staticmethod(lambda config: Lifecycle(made, **settings))
+    )
+    monkeypatch.setattr(OpenSandboxBackend, "_connection_config", lambda self: object())
+    return made, settings
+
+
+def test_one_backend_makes_one_lifecycle_client_and_closes_it_when_it_is_done(lifecycles):
+    made, _ = lifecycles
+    backend = OpenSandboxBackend(NOWHERE)
+    for _ in range(3):
+        backend.read_tags("sb-1")
+        backend._renew("sb-1")
+    backend.write_tags("sb-1", {"note": "kept"})
+    backend.destroy("sb-1")
+
+    assert len(made) == 1
+    assert not made[0].closed
+    del backend
+    gc.collect()
+    assert made[0].closed
+
+
+def test_a_renewal_never_moves_the_expiry_earlier_than_the_server_has_it(lifecycles):
+    made, settings = lifecycles
+    # A creator gave the sandbox two hours and stamped no lease (an older backend, say).
+    settings["left"] = 7200.0
+    backend = OpenSandboxBackend(NOWHERE, sandbox_timeout=600)
+
+    assert backend._renew("sb-1")
+    assert made[0].renewals == []
+
+
+def test_a_renewal_uses_the_lease_its_creator_stamped(lifecycles):
+    made, settings = lifecycles
+    settings.update(left=30.0, metadata={_tags.LEASE_KEY: "7200"})
+    backend = OpenSandboxBackend(NOWHERE, sandbox_timeout=600)
+
+    assert backend._renew("sb-1")
+    assert made[0].renewals == [7200.0]

@@ -131,7 +131,7 @@ def test_file_info_is_the_kind_and_size_execd_reports_for_the_path(execd_answeri
         return json_answer(200, {path: {"path": path, "type": "file", "size": 12}})
 
     info = execd_answering(answer).file_info("/data/a.csv", purpose="read", deadline=ample())
-    assert info == FileInfo(kind="file", size=12)
+    assert info == FileInfo(kind="file", size=12, path="/data/a.csv")
 
 
 def test_a_path_execd_does_not_have_is_the_contracts_missing_path_error(execd_answering) -> None:
@@ -225,6 +225,8 @@ def test_the_working_directory_is_created_with_its_mode(execd_answering) -> None
     bodies: list[dict] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/proxy/44772/files/info":
+            return error(404, "FILE_NOT_FOUND", "file not found. /home/agent/work")
         assert request.url.path == "/proxy/44772/directories"
         bodies.append(json.loads(request.content))
         return httpx.Response(200)
@@ -232,6 +234,26 @@ def test_the_working_directory_is_created_with_its_mode(execd_answering) -> None
     execd_answering(answer).create_working_directory("/home/agent/work")
     assert [list(body) for body in bodies] == [["/home/agent/work"]]
     assert bodies[0]["/home/agent/work"]["mode"] == 755
+
+
+@pytest.mark.parametrize("kind", ["directory", "symlink"])
+def test_a_working_directory_already_there_is_left_as_it_is(execd_answering, kind) -> None:
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        return json_answer(200, {"/tmp": {"path": "/tmp", "type": kind, "size": 4096}})
+
+    execd_answering(answer).create_working_directory("/tmp")
+    assert asked == ["/proxy/44772/files/info"]
+
+
+def test_a_working_directory_that_is_a_file_is_terminal(execd_answering) -> None:
+    execd = execd_answering(
+        lambda request: json_answer(200, {"/srv/w": {"path": "/srv/w", "type": "file", "size": 1}})
+    )
+    with pytest.raises(SandboxTerminalError, match="exists and is not a directory"):
+        execd.create_working_directory("/srv/w")
 
 
 def test_a_working_directory_execd_cannot_create_is_terminal(execd_answering) -> None:

@@ -8,7 +8,7 @@ import time
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
-from opensandbox_provider.sandbox._lease import RENEWALS_PER_LEASE, Leases
+from opensandbox_provider.sandbox._lease import RENEWALS_PER_LEASE, Leases, renewal_interval
 
 # Short enough that a renewal comes every 0.1 s; the bound below keeps any wait finite.
 LEASE = 0.3
@@ -61,42 +61,50 @@ def renewals():
 
 @pytest.fixture
 def leases(renewals):
-    keeper = Leases(renewals, lease=LEASE)
+    keeper = Leases(renewals)
     yield keeper
     for sandbox in keeper.held():
         keeper.drop(sandbox)
         wait_until_no_thread(sandbox)
 
 
-def test_the_lease_is_renewed_several_times_per_lease_length(leases):
-    assert leases.interval == pytest.approx(LEASE / RENEWALS_PER_LEASE)
+def test_the_lease_is_renewed_several_times_per_lease_length():
+    assert renewal_interval(LEASE) == pytest.approx(LEASE / RENEWALS_PER_LEASE)
+
+
+def test_each_sandbox_is_renewed_on_its_own_leases_schedule(leases, renewals):
+    leases.hold("sb-short", lease=LEASE)
+    leases.hold("sb-long", lease=1000 * LEASE)
+    renewals.wait_for("sb-short", 5)
+    # Held once, and renewed then; its first scheduled renewal is far off.
+    assert renewals.count("sb-long") == 1
 
 
 def test_holding_renews_before_it_returns(leases, renewals):
-    leases.hold("sb-1")
+    leases.hold("sb-1", lease=LEASE)
     assert renewals.count("sb-1") >= 1
 
 
 def test_a_held_sandbox_keeps_being_renewed(leases, renewals):
-    leases.hold("sb-1")
+    leases.hold("sb-1", lease=LEASE)
     renewals.wait_for("sb-1", 4)
     assert leases.held() == {"sb-1"}
 
 
 def test_dropping_stops_the_renewals(leases, renewals):
-    leases.hold("sb-1")
+    leases.hold("sb-1", lease=LEASE)
     renewals.wait_for("sb-1", 2)
     leases.drop("sb-1")
     wait_until_no_thread("sb-1")
     after_drop = renewals.count("sb-1")
-    time.sleep(5 * leases.interval)
+    time.sleep(5 * renewal_interval(LEASE))
     assert renewals.count("sb-1") == after_drop
     assert leases.held() == frozenset()
 
 
 def test_dropping_one_sandbox_leaves_the_others_renewed(leases, renewals):
-    leases.hold("sb-1")
-    leases.hold("sb-2")
+    leases.hold("sb-1", lease=LEASE)
+    leases.hold("sb-2", lease=LEASE)
     leases.drop("sb-1")
     before = renewals.count("sb-2")
     renewals.wait_for("sb-2", before + 2)
@@ -104,14 +112,14 @@ def test_dropping_one_sandbox_leaves_the_others_renewed(leases, renewals):
 
 
 def test_a_sandbox_that_has_ended_is_no_longer_renewed(leases, renewals):
-    leases.hold("sb-1")
+    leases.hold("sb-1", lease=LEASE)
     renewals.gone = True
     wait_until_no_thread("sb-1")
     assert leases.held() == frozenset()
 
 
 def test_a_failed_renewal_is_tried_again(leases, renewals, caplog):
-    leases.hold("sb-1")
+    leases.hold("sb-1", lease=LEASE)
     renewals.failure = ConnectionError("server restarting")
     renewals.wait_for("sb-1", 3)
     renewals.failure = None
@@ -123,7 +131,7 @@ def test_a_failed_renewal_is_tried_again(leases, renewals, caplog):
 def test_a_sandbox_already_gone_cannot_be_held(leases, renewals):
     renewals.gone = True
     with pytest.raises(SandboxTerminalError, match="no longer exists"):
-        leases.hold("sb-1")
+        leases.hold("sb-1", lease=LEASE)
     assert leases.held() == frozenset()
     assert not lease_threads("sb-1")
 
@@ -131,21 +139,21 @@ def test_a_sandbox_already_gone_cannot_be_held(leases, renewals):
 def test_a_first_renewal_that_fails_is_raised_and_nothing_is_held(leases, renewals):
     renewals.failure = ConnectionError("server down")
     with pytest.raises(ConnectionError):
-        leases.hold("sb-1")
+        leases.hold("sb-1", lease=LEASE)
     assert leases.held() == frozenset()
     assert not lease_threads("sb-1")
 
 
 def test_holding_twice_renews_again_on_one_thread(leases, renewals):
-    leases.hold("sb-1")
+    leases.hold("sb-1", lease=LEASE)
     first = renewals.count("sb-1")
-    leases.hold("sb-1")
+    leases.hold("sb-1", lease=LEASE)
     assert renewals.count("sb-1") > first
     assert len(lease_threads("sb-1")) == 1
 
 
 def test_renewals_run_on_daemon_threads_so_they_die_with_the_worker(leases):
-    leases.hold("sb-1")
+    leases.hold("sb-1", lease=LEASE)
     assert [thread.daemon for thread in lease_threads("sb-1")] == [True]
 
 

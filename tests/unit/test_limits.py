@@ -16,6 +16,7 @@ from airflow.providers.common.ai.sandbox import base as sandbox_base
 from airflow.providers.common.ai.sandbox.base import SandboxError
 
 from opensandbox_provider.sandbox._limits import (
+    byte_budget,
     check_export_deadline,
     export_deadline,
     validate_positive_finite,
@@ -104,3 +105,16 @@ def test_an_overrun_export_is_ended_with_common_ais_message(
     assert (ours is not None) == (late_by > 0)
     if ours is not None:
         assert ours[0] is SandboxError
+
+
+@pytest.mark.parametrize(
+    ("value", "whole"), [(0.5, 1), (0.001, 1), (1, 1), (100.2, 101), (2**40, 2**40)]
+)
+def test_a_byte_budget_is_whole_bytes_rounded_up_never_down_to_no_bound(value, whole) -> None:
+    assert byte_budget(value, "max_output_bytes") == whole
+
+
+@pytest.mark.parametrize("value", BAD_VALUES)
+def test_a_byte_budget_refuses_what_the_contracts_check_refuses(value) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        byte_budget(value, "max_output_bytes")

@@ -203,13 +203,17 @@ def test_read_tags_of_damaged_metadata_says_how_to_recover():
 
 
 def test_a_new_sandbox_is_stamped_for_operators_and_carries_tags_only_when_provisioned():
-    plain = _tags.creation_metadata(SandboxSpec(), workdir="/w")
+    plain = _tags.creation_metadata(SandboxSpec(), workdir="/w", lease=3600.0)
     assert plain.pop("created-by") == "airflow"
     assert re.fullmatch(r"airflow-sandbox-[0-9a-f]{12}", plain.pop("name"))
-    assert plain == {}
-    assert _tags.creation_metadata(None, workdir=None).keys() == {"created-by", "name"}
+    assert plain == {_tags.LEASE_KEY: "3600"}
+    assert _tags.creation_metadata(None, workdir=None, lease=60.0).keys() == {
+        "created-by",
+        "name",
+        _tags.LEASE_KEY,
+    }
     spec = SandboxSpec(owner=OWNER)
-    provisioned = _tags.creation_metadata(spec, workdir="/w")
+    provisioned = _tags.creation_metadata(spec, workdir="/w", lease=60.0)
     assert _tags.decode(provisioned) == _tags.provisioning_tags(spec, workdir="/w")
 
 
@@ -223,3 +227,15 @@ def test_damaged_metadata_is_quoted_on_one_bounded_line() -> None:
     with pytest.raises(SandboxError) as raised:
         _tags.read("sb-1", {_tags.PREFIX + "owner": header}, expires_at=None)
     assert "\n" not in str(raised.value) and len(str(raised.value)) < 1000
+
+
+def test_the_creators_lease_is_read_back_in_whole_seconds_rounded_up():
+    stamped = _tags.creation_metadata(None, workdir=None, lease=90.5)
+    assert _tags.stamped_lease(stamped, default=600.0) == 91.0
+
+
+@pytest.mark.parametrize("value", [None, "", "0", "-5", "1e3", "90.5", "٣٠٠"])
+def test_a_lease_stamp_that_is_missing_or_not_whole_seconds_gives_the_default(value):
+    metadata = {} if value is None else {_tags.LEASE_KEY: value}
+    assert _tags.stamped_lease(metadata, default=600.0) == 600.0
+    assert _tags.stamped_lease(None, default=600.0) == 600.0

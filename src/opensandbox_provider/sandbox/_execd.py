@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import shlex
 import time
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
@@ -54,10 +55,31 @@ BACKSTOP_GRACE = 30.0
 MIN_PING_TIMEOUT = 0.05
 # A description of one path is a few hundred bytes.
 MAX_INFO_BODY = 64 * 1024
+# Resolving a symbolic link is one readlink, done in milliseconds; a guest that takes longer
+# than this is not answering, and the read or export is refused.
+LINK_RESOLVE_TIMEOUT_MS = 30_000
+# A file request made while a sandbox is provisioned, after execd has answered its health
+# check, so an answer comes quickly or not at all.
+PROVISIONING_REQUEST_SECONDS = 30.0
 # The listing body is refused past this size before it is parsed, whatever it holds:
 # ten thousand entries with long absolute paths fit comfortably.
 MAX_LIST_BODY = 16 * 1024 * 1024
 _EVENT_STREAM_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+class CutShort(SandboxError):
+    """
+    A download's body stopped before the length execd announced for it: it ended early, or
+    nothing more of it came within the read timeout. The transport error is its cause.
+
+    execd announces the file's size when it starts to send it, so a file that shrinks
+    meanwhile leaves the body short: the connection closes early, or stays open with nothing
+    more on it. A sandbox that ends, or a network that fails, looks the same, so the caller,
+    which can ask the server and execd again, decides which it was.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"The download of {path!r} stopped before all of it arrived.")
 
 
 class NoSuchPath(SandboxError):
@@ -83,6 +105,8 @@ class FileInfo:
     kind: str
     # The inode's size: a symbolic link's is the length of the path it holds.
     size: int
+    # Absolute, with ``~`` and ``$VAR`` expanded as execd expands them.
+    path: str
 
 
 @dataclass(frozen=True)
@@ -196,12 +220,37 @@ class Execd:
         # The answer is keyed by the path as it was asked for (docs/execd-wire.rst, wire-info).
         infos = _json(body)
         entry = infos.get(path) if isinstance(infos, dict) else None
-        if not isinstance(entry, dict) or not isinstance(entry.get("size"), int):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("size"), int)
+            or not isinstance(entry.get("path"), str)
+        ):
             raise SandboxError(
                 f"The sandbox did not describe {path!r} in a form this backend reads: "
                 f"{_what_came(body, infos, MAX_INFO_BODY)}."
             )
-        return FileInfo(kind=str(entry.get("type")), size=entry["size"])
+        return FileInfo(kind=str(entry.get("type")), size=entry["size"], path=entry["path"])
+
+    def link_target(self, link: str) -> str | None:
+        """
+        The path the symbolic link at the absolute path ``link`` ends at, following every link
+        on the way, or ``None`` when the sandbox cannot say.
+
+        execd's file API never follows a link (docs/execd-wire.rst, wire-info), and a download
+        follows it blindly, so the sandbox's own ``readlink`` is asked.
+        """
+        with as_sandbox_errors(f"resolve the symbolic link {link!r}"):
+            streamed = self.run(
+                f"readlink -f -- {shlex.quote(link)}",
+                timeout_ms=LINK_RESOLVE_TIMEOUT_MS,
+                max_output_bytes=MAX_INFO_BODY,
+                cwd=None,
+            )
+        ending = streamed.ending
+        if streamed.abandoned is not None or ending is None or ending.exit_code != 0:
+            return None
+        target = streamed.parser.stdout.text().removesuffix("\n")
+        return target if posixpath.isabs(target) else None
 
     def download(
         self, path: str, *, max_bytes: int, deadline: Deadline
@@ -226,9 +275,12 @@ class Execd:
                 params={"path": path},
                 headers={"Range": f"bytes=0-{max_bytes}"},
             ) as response:
-                # As httpcore reads them, at most 64 KiB each: re-cutting them to a fixed size
-                # would copy every byte once more for no bound that is not already there.
-                yield from iter_raw(response)
+                try:
+                    # As httpcore reads them, at most 64 KiB each: re-cutting them to a fixed
+                    # size would copy every byte once more for no bound that is not already there.
+                    yield from iter_raw(response)
+                except (httpx.RemoteProtocolError, httpx.ReadTimeout) as e:
+                    raise CutShort(path) from e
 
     def upload(self, path: str, content: bytes, *, deadline: Deadline) -> None:
         """
@@ -244,13 +296,34 @@ class Execd:
 
     def create_working_directory(self, path: str) -> None:
         """
-        Create ``path`` and its parents (docs/execd-wire.rst, wire-mkdir).
+        Create ``path`` and its parents, unless ``path`` is there already
+        (docs/execd-wire.rst, wire-mkdir).
 
-        Any failure is terminal: it happens while the sandbox is being provisioned.
+        A directory that exists is left as it is: execd would set the new directory's mode on
+        it too, and ``/tmp`` would lose its sticky, world-writable 1777. Any failure is
+        terminal: it happens while the sandbox is being provisioned.
         """
         from opensandbox.models.filesystem import WriteEntry
 
-        with as_sandbox_errors(f"create the working directory {path!r}", terminal=True):
+        doing = f"create the working directory {path!r}"
+        try:
+            existing = self.file_info(
+                path,
+                purpose="create the working directory",
+                deadline=Deadline.after(PROVISIONING_REQUEST_SECONDS),
+            )
+        except NoSuchPath:
+            existing = None
+        except SandboxError as e:
+            raise SandboxTerminalError(str(e)) from e
+        if existing is not None:
+            # A link is left as it is too: the mode would be set on what it points to.
+            if existing.kind in ("directory", "symlink"):
+                return
+            raise SandboxTerminalError(
+                f"Could not {doing}: it exists and is not a directory. Choose another workdir."
+            )
+        with as_sandbox_errors(doing, terminal=True):
             self._sandbox.files.create_directories([WriteEntry(path=path, mode=755)])
 
     def list_directory(self, path: str, *, limit: int, deadline: Deadline) -> list[Entry] | None:

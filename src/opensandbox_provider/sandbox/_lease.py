@@ -6,7 +6,8 @@ now plus a duration. Renewing from a daemon thread while a holder (the toolset t
 created the sandbox, or the task attached to it) is at work turns the server-side
 lifetime into a lease: a run may go on for as long as it needs, and when the worker
 dies the renewals die with it and the server reclaims the sandbox within one lease,
-without anything on the worker having to clean up.
+without anything on the worker having to clean up. The lease is the length the
+sandbox's creator chose, whoever holds it.
 """
 
 from __future__ import annotations
@@ -24,34 +25,41 @@ log = logging.getLogger(__name__)
 RENEWALS_PER_LEASE = 3
 
 
+def renewal_interval(lease: float) -> float:
+    """How often a sandbox on a lease of ``lease`` seconds is renewed."""
+    return lease / RENEWALS_PER_LEASE
+
+
 class Leases:
     """
     The sandboxes this process holds, each renewed on a daemon thread until dropped.
 
-    ``renew`` moves one sandbox's expiry to now plus the lease and returns ``False`` once
+    ``renew`` moves one sandbox's expiry to one lease from now and returns ``False`` once
     the sandbox is gone, which ends its renewals. A renewal that raises is logged and
     tried again at the next one: a server restart or a network blip is no reason to let
     the sandbox of a live holder expire.
     """
 
-    def __init__(self, renew: Callable[[str], bool], *, lease: float) -> None:
+    def __init__(self, renew: Callable[[str], bool]) -> None:
         self._renew = renew
-        self.interval = lease / RENEWALS_PER_LEASE
         self._held: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
-    def hold(self, sandbox: str) -> None:
+    def hold(self, sandbox: str, *, lease: float) -> None:
         """
-        Renew ``sandbox`` now, then keep renewing it until :meth:`drop`.
+        Renew ``sandbox`` now, then every third of ``lease`` seconds until :meth:`drop`.
 
-        Renewing before returning means a holder that arrives late in the sandbox's life,
-        an agent task attaching just before the provisioned expiry, starts with a whole
-        lease. Holding a sandbox already held renews it and keeps the one thread.
+        ``lease`` is the sandbox's own, which its creator chose: a holder with a shorter one
+        of its own still renews often enough for it. Renewing before returning means a
+        holder that arrives late in the sandbox's life, an agent task attaching just before
+        the provisioned expiry, starts with a whole lease. Holding a sandbox already held
+        renews it and keeps the one thread.
         """
         if not self._renew(sandbox):
             raise SandboxTerminalError(
-                f"Sandbox {sandbox} no longer exists on the server, so it cannot be held. The task "
-                "that provisioned it may have destroyed it, or its lifetime ran out."
+                f"Sandbox {sandbox} no longer exists on the server, or has ended there, so it "
+                "cannot be held. The task that provisioned it may have destroyed it, or its "
+                "lifetime ran out."
             )
         with self._lock:
             if sandbox in self._held:
@@ -59,7 +67,7 @@ class Leases:
             stop = self._held[sandbox] = threading.Event()
         threading.Thread(
             target=self._keep,
-            args=(sandbox, stop),
+            args=(sandbox, stop, renewal_interval(lease)),
             name=f"opensandbox-lease-{sandbox}",
             daemon=True,
         ).start()
@@ -76,15 +84,15 @@ class Leases:
         with self._lock:
             return frozenset(self._held)
 
-    def _keep(self, sandbox: str, stop: threading.Event) -> None:
-        while not stop.wait(self.interval):
+    def _keep(self, sandbox: str, stop: threading.Event, interval: float) -> None:
+        while not stop.wait(interval):
             try:
                 alive = self._renew(sandbox)
             except Exception:
                 log.warning(
                     "Could not renew the lease on sandbox %s; trying again in %.0fs",
                     sandbox,
-                    self.interval,
+                    interval,
                     exc_info=True,
                 )
                 continue

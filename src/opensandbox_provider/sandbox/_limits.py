@@ -29,6 +29,14 @@ def validate_positive_finite(value: float, name: str) -> None:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}.")
 
 
+def byte_budget(value: float, name: str) -> int:
+    """``value``, checked as :func:`validate_positive_finite` checks it, in whole bytes."""
+    validate_positive_finite(value, name)
+    # Up, never down: half a byte read as 0 would be no bound at all, since a tail of the
+    # last 0 bytes slices as the whole of what it holds.
+    return math.ceil(value)
+
+
 def export_allowance(max_bytes: int) -> float:
     """Seconds a whole export of a file of up to ``max_bytes`` may take."""
     return max(MIN_EXPORT_ALLOWANCE, max_bytes / EXPORT_MIN_RATE)

@@ -78,6 +78,22 @@ def command_result(
     )
 
 
+def replaced_result(sandbox: str) -> SandboxExecResult:
+    """
+    The result of a command whose sandbox this backend destroyed to end another command,
+    one made at the same time: the toolset provisions a new sandbox, as it does for that one.
+    """
+    return SandboxExecResult(
+        exit_code=-1,
+        stdout="",
+        stderr=(
+            f"The command did not run to its end: sandbox {sandbox} was destroyed to end "
+            "another command, whose output had stalled.\n"
+        ),
+        sandbox_terminated=True,
+    )
+
+
 def log_line(
     command: str,
     streamed: StreamedCommand,

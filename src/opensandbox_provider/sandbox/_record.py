@@ -24,6 +24,8 @@ class SandboxRecord:
     sdk: SandboxSync
     # When the server will end the sandbox, on the time.monotonic clock; None if never.
     expires_at: float | None
+    # Seconds each renewal gives it: its creator's choice, whichever backend holds it.
+    lease: float
     # Where commands run and relative paths resolve; None for execd's own directory.
     workdir: str | None = None
     # The deny-by-default policy its sidecar was shown to enforce at create (here, or by the
@@ -53,11 +55,17 @@ class SandboxRecord:
         return min(timeout, max(1.0, self.expires_at - time.monotonic()))
 
 
-def monotonic_expiry(expires_at: datetime | None) -> float | None:
-    """The server's expiry on the ``time.monotonic`` clock, which a clock change cannot move."""
+def seconds_left(expires_at: datetime | None) -> float | None:
+    """How long until the server's expiry, or ``None`` when it sets none."""
     if expires_at is None:
         return None
     if expires_at.tzinfo is None:
         expires_at = expires_at.replace(tzinfo=UTC)
     left = (expires_at - datetime.now(UTC)).total_seconds()
-    return time.monotonic() + left if math.isfinite(left) else None
+    return left if math.isfinite(left) else None
+
+
+def monotonic_expiry(expires_at: datetime | None) -> float | None:
+    """The server's expiry on the ``time.monotonic`` clock, which a clock change cannot move."""
+    left = seconds_left(expires_at)
+    return None if left is None else time.monotonic() + left

@@ -17,13 +17,15 @@ operator can still filter sandboxes on it. Every chunk starts with ``v``, becaus
 escape would otherwise open it with ``.``.
 
 Every tag this module writes sits under the ``airflow-tag/`` prefix, which is how it
-tells its own keys from metadata written by anyone else: it never reads, rewrites or
-removes any other key. The only others it writes are the two a new sandbox is created
-with, for operators to find it by.
+tells its own keys from metadata written by anyone else: it never rewrites or removes
+any other key. The only others it writes are the three a new sandbox is created with:
+two for operators to find it by, and the lease its creator chose, which every backend
+that holds the sandbox later renews it by.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import string
 import uuid
@@ -51,6 +53,10 @@ PREFIX = "airflow-tag/"
 # Stamped on every sandbox so an operator on a shared server can find Airflow's with a
 # metadata filter.
 CREATED_BY = {"created-by": "airflow"}
+
+LEASE_KEY = "lease-seconds"
+"""The creator's lease, in whole seconds: what any holder renews the sandbox to."""
+_LEASE = re.compile(r"[1-9][0-9]{0,9}")
 
 # A value is at most 63 characters (OpenSandbox's label rule); one goes to the lead.
 _CHUNK_BODY = 62
@@ -130,9 +136,18 @@ def decode(metadata: Mapping[str, str]) -> dict[str, str]:
     return tags
 
 
-def creation_metadata(spec: SandboxSpec | None, *, workdir: str | None) -> dict[str, str]:
-    """Who made a new sandbox, a name to find it by, and the tags of one provisioned for a task."""
-    metadata = {**CREATED_BY, "name": f"airflow-sandbox-{uuid.uuid4().hex[:12]}"}
+def creation_metadata(
+    spec: SandboxSpec | None, *, workdir: str | None, lease: float
+) -> dict[str, str]:
+    """
+    Who made a new sandbox, a name to find it by, its lease, and the tags of one provisioned
+    for a task.
+    """
+    metadata = {
+        **CREATED_BY,
+        "name": f"airflow-sandbox-{uuid.uuid4().hex[:12]}",
+        LEASE_KEY: str(math.ceil(lease)),
+    }
     if spec is not None and spec.owner is not None:
         metadata.update(encode(provisioning_tags(spec, workdir=workdir)))
     return metadata
@@ -184,6 +199,13 @@ def stamped_workdir(metadata: Mapping[str, str] | None, *, default: str | None) 
         # attach reports the damage; a reconnect only needs a directory.
         return default
     return tags.get(WORKDIR_TAG) if OWNER_TAG in tags else default
+
+
+def stamped_lease(metadata: Mapping[str, str] | None, *, default: float) -> float:
+    """The lease the sandbox's creator stamped on it, else ``default``."""
+    # A sandbox made before leases were stamped, or restamped by hand, has none to read.
+    value = (metadata or {}).get(LEASE_KEY, "")
+    return float(value) if _LEASE.fullmatch(value) else default
 
 
 def patch(current: Mapping[str, str], tags: Mapping[str, str]) -> dict[str, str | None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -24,17 +25,18 @@ from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _arguments, _policy, _tags
 from opensandbox_provider.sandbox._deadline import Deadline
-from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
-from opensandbox_provider.sandbox._execd import FileInfo, NoSuchPath
-from opensandbox_provider.sandbox._lease import Leases
+from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of, to_sandbox_error
+from opensandbox_provider.sandbox._execd import CutShort, FileInfo, NoSuchPath
+from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._limits import (
     MIN_EXPORT_ALLOWANCE,
+    byte_budget,
     check_export_deadline,
     export_allowance,
     validate_positive_finite,
 )
-from opensandbox_provider.sandbox._outcome import command_result, log_line
-from opensandbox_provider.sandbox._record import SandboxRecord, monotonic_expiry
+from opensandbox_provider.sandbox._outcome import command_result, log_line, replaced_result
+from opensandbox_provider.sandbox._record import SandboxRecord, monotonic_expiry, seconds_left
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -84,12 +86,14 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     so a command that runs out of time is killed and the sandbox and its files stay.
 
     A sandbox's server-side lifetime is a lease: while something holds it (the toolset
-    that created it, or a task attached to it) it is renewed to ``sandbox_timeout`` from
-    now, three times per lease, so a long run never meets the lifetime, and a worker that
-    dies stops renewing and its sandbox is reclaimed within one lease. A task can provision
-    a sandbox with ``SandboxSpec(owner=...)`` for another to attach to; the ownership tags
-    are kept as sandbox metadata (see :mod:`~opensandbox_provider.sandbox._tags`), and such
-    a sandbox waits for its tasks, unheld, for ``sandbox_timeout`` at a time.
+    that created it, or a task attached to it) it is renewed to one lease from now, three
+    times per lease, so a long run never meets the lifetime, and a worker that dies stops
+    renewing and its sandbox is reclaimed within one lease. The lease is the creator's
+    ``sandbox_timeout``, stamped on the sandbox, whichever backend holds it, and a renewal
+    never moves the expiry earlier than the server has it. A task can provision a sandbox
+    with ``SandboxSpec(owner=...)`` for another to attach to; the ownership tags are kept
+    as sandbox metadata (see :mod:`~opensandbox_provider.sandbox._tags`), and such a
+    sandbox waits for its tasks, unheld, for one lease at a time.
 
     :param opensandbox_conn_id: The connection naming the server, or ``None`` for the
         ``OPEN_SANDBOX_DOMAIN`` and ``OPEN_SANDBOX_API_KEY`` environment variables.
@@ -97,7 +101,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     :param cpu: The CPU limit of each sandbox, as OpenSandbox takes it (``"1"``, ``"500m"``).
     :param memory: The memory limit of each sandbox (``"2Gi"``).
     :param sandbox_timeout: The lease, in seconds, at least 60: how long the server keeps a
-        sandbox after the last renewal, and how long a provisioned sandbox waits between tasks.
+        sandbox this backend creates after the last renewal, and how long a provisioned
+        sandbox waits between tasks. A sandbox another backend created keeps its creator's.
     :param ready_timeout: Seconds a new sandbox has to start answering before it is
         destroyed and creation fails.
     :param use_server_proxy: Reach sandboxes through the server instead of their published
@@ -140,8 +145,16 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
         self._sandboxes: dict[str, SandboxRecord] = {}
+        # Sandboxes this backend destroyed to end a command: a call on one made at the same
+        # time as that command is told the sandbox was replaced, as that command's call is.
+        self._abandoned: set[str] = set()
+        # Sandboxes released whose closing renewal has not been made yet.
+        self._unrenewed: set[str] = set()
         self._lock = threading.Lock()
-        self._leases = Leases(self._renew, lease=self.sandbox_timeout)
+        self._leases = Leases(self._renew)
+        # The server's lifecycle API, one client for every call this backend makes to it.
+        self._lifecycle_client: SandboxManagerSync | None = None
+        self._lifecycle_lock = threading.Lock()
 
     # ------------------------------------------------------------------
     # Configure
@@ -166,7 +179,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         policy = _policy.network_policy(spec)
         env = _arguments.environment(spec)
         try:
-            metadata = _tags.creation_metadata(spec, workdir=self.workdir)
+            metadata = _tags.creation_metadata(
+                spec, workdir=self.workdir, lease=self.sandbox_timeout
+            )
         except ValueError as e:
             raise SandboxTerminalError(f"Could not create a sandbox: {e}") from e
         config = self._connection_config()
@@ -189,7 +204,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 )
             except Exception as e:
                 raise _policy.explain_refusal(e, policy) from e
-        record = SandboxRecord(sdk, expires_at=started + self.sandbox_timeout, workdir=self.workdir)
+        record = SandboxRecord(
+            sdk,
+            expires_at=started + self.sandbox_timeout,
+            lease=self.sandbox_timeout,
+            workdir=self.workdir,
+        )
         # Known by handle from here on, so that a failure below destroys it as any other.
         with self._lock:
             self._sandboxes[sdk.id] = record
@@ -270,6 +290,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         record = SandboxRecord(
             sdk,
             expires_at=monotonic_expiry(info.expires_at),
+            lease=_tags.stamped_lease(info.metadata, default=self.sandbox_timeout),
             workdir=_tags.stamped_workdir(info.metadata, default=self.workdir),
             # Its creator proved this policy before provisioning it; it is held to it here too.
             proven_policy=_policy.network_policy(_tags.stamped_network(info.metadata)),
@@ -300,9 +321,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self, sandbox: str, command: str, *, timeout: float, max_output_bytes: int
     ) -> SandboxExecResult:
         validate_positive_finite(timeout, "timeout")
-        validate_positive_finite(max_output_bytes, "max_output_bytes")
+        max_output_bytes = byte_budget(max_output_bytes, "max_output_bytes")
         if not command.strip():
             raise SandboxError("The command is empty; give a shell command to run.")
+        if self._was_abandoned(sandbox):
+            return replaced_result(sandbox)
         # Reconnecting happens before the clock starts: it is not the command's time.
         record = self._sandbox(sandbox)
         timeout_ms = max(1, round(record.fit_to_lifetime(timeout) * 1000))
@@ -313,14 +336,14 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 streamed = record.execd.run(
                     command,
                     timeout_ms=timeout_ms,
-                    max_output_bytes=int(max_output_bytes),
+                    max_output_bytes=max_output_bytes,
                     cwd=record.workdir,
                 )
             except Exception as e:
                 # A transport error may be the sandbox ending under the command; the server
                 # knows.
                 if status_of(e) is None and not isinstance(e, SandboxError) and self._gone(record):
-                    raise _ended_under_command(record) from e
+                    return self._ended_under_command(record, e)
                 raise
         elapsed = time.monotonic() - started
         if streamed.abandoned is not None:
@@ -329,11 +352,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 sandbox,
                 streamed.abandoned,
             )
+            with self._lock:
+                self._abandoned.add(sandbox)
             self._destroy_quietly(sandbox, after="abandoning its command")
         elif streamed.ending is None and self._gone(record):
             # Through the server's proxy a sandbox that dies mid-command looks like a stream
             # that simply ended; only the server can tell, and a dead sandbox is terminal.
-            raise _ended_under_command(record)
+            return self._ended_under_command(record, None)
         result = command_result(streamed, elapsed=elapsed, applied=applied, requested=timeout)
         if streamed.abandoned is None:
             line = log_line(command, streamed, result, elapsed=elapsed, applied=applied)
@@ -361,11 +386,30 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             f"it was destroyed after its command ({after}): {problem}"
         )
 
+    def _was_abandoned(self, sandbox: str) -> bool:
+        with self._lock:
+            return sandbox in self._abandoned
+
+    def _ended_under_command(
+        self, record: SandboxRecord, cause: BaseException | None
+    ) -> SandboxExecResult:
+        """
+        What a command whose sandbox ended under it returns: a replaced sandbox when this
+        backend destroyed it to end another command, else the terminal error.
+        """
+        if self._was_abandoned(record.sdk.id):
+            return replaced_result(record.sdk.id)
+        raise SandboxTerminalError(
+            f"Sandbox {record.sdk.id} ended while the command ran: it was destroyed, killed or "
+            "reached the end of its lifetime on the server."
+        ) from cause
+
     # ------------------------------------------------------------------
     # Files
     # ------------------------------------------------------------------
 
     def read_file(self, sandbox: str, path: str, *, max_bytes: int) -> bytes:
+        max_bytes = byte_budget(max_bytes, "max_bytes")
         data = bytearray()
         with self._download(sandbox, path, max_bytes=max_bytes, purpose="read") as transfer:
             for chunk in transfer.chunks:
@@ -373,8 +417,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 if len(data) > max_bytes:
                     break
         if len(data) > max_bytes:
-            # A symlink's size is its target path's length, and a file may grow after it was
-            # sized; either way the overflow byte arrived.
+            # A file may grow after it was sized; the overflow byte arrived either way.
             size = max(transfer.entry.size, len(data))
             raise SandboxFileTooLargeError(transfer.path, size, max_bytes)
         return bytes(data)
@@ -402,6 +445,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def export_file(self, sandbox: str, path: str, dest: BinaryIO, *, max_bytes: int) -> int:
         """Copy a regular file out through execd's download API, under the whole-copy deadline."""
+        max_bytes = byte_budget(max_bytes, "max_bytes")
         written = 0
         with self._download(sandbox, path, max_bytes=max_bytes, purpose="export") as transfer:
             path, entry = transfer.path, transfer.entry
@@ -411,9 +455,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     raise SandboxFileTooLargeError(path, written + len(chunk), max_bytes)
                 dest.write(chunk)
                 written += len(chunk)
-        if entry.kind == "file":
-            # A symlink reports its own size, not its target's, so there is nothing to check it by.
-            self._check_export_size(path, expected=entry.size, written=written)
+        self._check_export_size(path, expected=entry.size, written=written)
         return written
 
     @contextmanager
@@ -421,34 +463,76 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self, sandbox: str, path: str, *, max_bytes: int, purpose: str
     ) -> Iterator[_Transfer]:
         """
-        The first ``max_bytes + 1`` bytes of ``path`` as they arrive; a file that says it is
-        larger is refused before any of it is transferred.
+        The path as resolved, the regular file it names, and that file's first
+        ``max_bytes + 1`` bytes as they arrive; a file that says it is larger is refused
+        before any of it is transferred.
 
         The description and every byte of the transfer count against one deadline, the one
         common-ai gives its own export, for a read as for an export.
         """
-        validate_positive_finite(max_bytes, "max_bytes")
         record = self._sandbox(sandbox)
         deadline = Deadline.after(export_allowance(max_bytes))
         path = record.resolve(path)
         entry = self._regular_file(record, path, purpose=purpose, deadline=deadline)
-        if entry.kind == "file" and entry.size > max_bytes:
+        if entry.size > max_bytes:
             raise SandboxFileTooLargeError(path, entry.size, max_bytes)
-        with (
-            self._unless_gone(record),
-            closing(record.execd.download(path, max_bytes=max_bytes, deadline=deadline)) as chunks,
-        ):
-            yield _Transfer(path, entry, chunks, deadline)
+        try:
+            # The file itself, not the path asked for: a link retargeted from here on
+            # changes nothing about what is read.
+            with (
+                self._unless_gone(record),
+                closing(
+                    record.execd.download(entry.path, max_bytes=max_bytes, deadline=deadline)
+                ) as chunks,
+            ):
+                yield _Transfer(path, entry, chunks, deadline)
+        except CutShort as e:
+            if self._unchanged(record, entry, purpose=purpose, deadline=deadline):
+                # Neither the sandbox nor the file changed: the transfer itself failed.
+                cause = e.__cause__ or e
+                translated = to_sandbox_error(cause, f"{purpose} {path!r}")
+                if translated is None or translated is cause:
+                    raise cause from None
+                raise translated from cause
+            done = "exported" if purpose == "export" else "read"
+            raise SandboxError(
+                f"{path!r} changed while it was {done}: it was {entry.size} bytes when the "
+                f"{purpose} began, and the sandbox sent less. A process in the sandbox may "
+                "still be writing it."
+            ) from None
+
+    def _unchanged(
+        self, record: SandboxRecord, entry: FileInfo, *, purpose: str, deadline: Deadline
+    ) -> bool:
+        """Whether the file ``entry`` describes is still that file, of that size."""
+        # Within what is left of the call's deadline: a transfer cut short by the deadline
+        # itself never gets here, execd's client reports it as the deadline's.
+        try:
+            now = record.execd.file_info(entry.path, purpose=purpose, deadline=deadline)
+        except NoSuchPath:
+            return False
+        return now.kind == "file" and now.size == entry.size
 
     def _regular_file(
         self, record: SandboxRecord, path: str, *, purpose: str, deadline: Deadline
     ) -> FileInfo:
-        """What ``path`` is, refusing anything that is not a file or a link to one."""
+        """
+        The regular file at ``path``, following a symbolic link to what it points to, which
+        is judged as the path itself would be.
+        """
         with self._unless_gone(record):
             info = record.execd.file_info(path, purpose=purpose, deadline=deadline)
+            if info.kind == "symlink":
+                target = record.execd.link_target(info.path)
+                if target is None:
+                    raise SandboxError(
+                        f"{path!r} is a symbolic link, and the sandbox could not resolve what it "
+                        "points to. Give the path of the file itself."
+                    )
+                info = record.execd.file_info(target, purpose=purpose, deadline=deadline)
         if info.kind == "directory":
             raise SandboxError(f"{path!r} is a directory. Use list_directory to see what is in it.")
-        if info.kind not in ("file", "symlink"):
+        if info.kind != "file":
             raise SandboxError(
                 f"{path!r} is not a regular file (it is a device, a pipe or a socket)."
             )
@@ -457,17 +541,20 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     @contextmanager
     def _unless_gone(self, record: SandboxRecord) -> Iterator[None]:
         """
-        Let a missing path's error through unless the sandbox itself is gone: execd's file
-        API answers 404 for both when it is reached through the server.
+        Let a missing path's error, or a download cut short, through unless the sandbox itself
+        is gone: execd's file API answers 404 for both a path and a sandbox that are missing
+        when it is reached through the server, and a sandbox that ends cuts a download short.
         """
         try:
             yield
-        except NoSuchPath as e:
+        except (NoSuchPath, CutShort) as e:
             if self._gone(record):
                 raise SandboxTerminalError(
                     f"Sandbox {record.sdk.id} no longer exists: it was destroyed or reached the "
                     "end of its lifetime on the server."
                 ) from e
+            if isinstance(e, CutShort):
+                raise
             # The contract's own class, not our marker subclass: callers and the toolset
             # compare it exactly, as they do common-ai's.
             raise SandboxError(str(e)) from None
@@ -478,6 +565,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def read_tags(self, sandbox: str) -> dict[str, str]:
         info = self._info(sandbox, doing=f"read the tags of sandbox {sandbox}")
+        if info.status.state in _ENDED_STATES:
+            raise SandboxTerminalError(
+                f"Sandbox {sandbox} is {info.status.state} on the server: it has ended, so no "
+                "task can attach to it. Provision a new one."
+            )
         return _tags.read(sandbox, info.metadata, expires_at=info.expires_at)
 
     def write_tags(self, sandbox: str, tags: Mapping[str, str]) -> None:
@@ -490,44 +582,71 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         except ValueError as e:
             raise SandboxError(f"Could not {doing}: {e}") from e
         if changes:
-            with self._manager(doing) as manager:
-                manager.patch_sandbox_metadata(sandbox, changes)
+            with self._lifecycle(doing) as lifecycle:
+                lifecycle.patch_sandbox_metadata(sandbox, changes)
 
     def attach(self, sandbox: str, *, owner: str, holder: str) -> AttachedSandbox:
         attached = super().attach(sandbox, owner=owner, holder=holder)
-        self._hold(self._sandbox(sandbox))
+        record = self._sandbox(sandbox)
+        self._hold(record)
         log.info(
             "Holding sandbox %s for %s: its lease of %gs is renewed every %gs until release.",
             sandbox,
             holder,
-            self.sandbox_timeout,
-            self._leases.interval,
+            record.lease,
+            renewal_interval(record.lease),
         )
         # The lease keeps the sandbox alive for as long as this holder runs, so there is no
         # deadline to fit its commands into.
         return replace(attached, remaining_lifetime=None)
 
     def release(self, sandbox: str, *, holder: str) -> None:
-        held = sandbox in self._leases.held()
+        with self._lock:
+            if sandbox in self._leases.held():
+                # Remembered until it is made: the toolset retries a release that failed,
+                # and the retry finds the lease already dropped.
+                self._unrenewed.add(sandbox)
         self._leases.drop(sandbox)
         with self._lock:
             record = self._sandboxes.pop(sandbox, None)
         if record is not None:
             record.sdk.close()
-        super().release(sandbox, holder=holder)
-        if held and not self._renew(sandbox):
-            log.info("Sandbox %s ended before it was released.", sandbox)
+        try:
+            super().release(sandbox, holder=holder)
+        except SandboxTerminalError:
+            with self._lock:
+                self._unrenewed.discard(sandbox)
+            raise
+        with self._lock:
+            closing_renewal = sandbox in self._unrenewed
+        if closing_renewal:
+            # One more lease, so the task that collects the sandbox's files finds a whole one.
+            if not self._renew(sandbox):
+                log.info("Sandbox %s ended before it was released.", sandbox)
+            with self._lock:
+                self._unrenewed.discard(sandbox)
 
     def _hold(self, record: SandboxRecord) -> None:
-        self._leases.hold(record.sdk.id)
+        self._leases.hold(record.sdk.id, lease=record.lease)
         # Renewed from now on, so nothing this process runs has to fit an expiry.
         record.expires_at = None
 
     def _renew(self, sandbox: str) -> bool:
-        """Move the sandbox's expiry to one lease from now; ``False`` if it is gone."""
-        with self._manager(f"renew the lease on sandbox {sandbox}") as manager:
+        """
+        Move the sandbox's expiry to one of its creator's leases from now, unless the server
+        already has it later; ``False`` if it is gone.
+        """
+        with self._lifecycle(f"renew the lease on sandbox {sandbox}") as lifecycle:
             try:
-                manager.renew_sandbox(sandbox, timedelta(seconds=self.sandbox_timeout))
+                info = lifecycle.get_sandbox_info(sandbox)
+                if info.status.state in _ENDED_STATES:
+                    return False
+                lease = _tags.stamped_lease(info.metadata, default=self.sandbox_timeout)
+                left = seconds_left(info.expires_at)
+                # The server takes any future expiry, so renewing a sandbox whose creator
+                # gave it longer, or no expiry at all, would cut its life short.
+                if left is not None and left < lease:
+                    lifecycle.renew_sandbox(sandbox, timedelta(seconds=lease))
             except Exception as e:
                 if status_of(e) == 404:
                     return False
@@ -537,21 +656,30 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def _info(self, sandbox: str, *, doing: str) -> SandboxInfo:
         if not is_sandbox_handle(sandbox):
             raise SandboxTerminalError(f"{sandbox!r} is not a sandbox handle.")
-        with self._manager(doing) as manager:
-            return manager.get_sandbox_info(sandbox)
+        with self._lifecycle(doing) as lifecycle:
+            return lifecycle.get_sandbox_info(sandbox)
 
     @contextmanager
-    def _manager(self, doing: str) -> Iterator[SandboxManagerSync]:
-        """The lifecycle API alone: no endpoints and no readiness poll, whatever state it is in."""
-        from opensandbox.sync.manager import SandboxManagerSync
-
-        config = self._connection_config()
+    def _lifecycle(self, doing: str) -> Iterator[SandboxManagerSync]:
+        """
+        The lifecycle API alone: no endpoints and no readiness poll, whatever state the
+        sandbox is in. One client serves every call, so tag reads and renewals share its
+        connections rather than each opening (and, over TLS, handshaking) its own.
+        """
         with as_sandbox_errors(doing):
-            manager = SandboxManagerSync.create(config)
-            try:
-                yield manager
-            finally:
-                manager.close()
+            yield self._lifecycle_api()
+
+    def _lifecycle_api(self) -> SandboxManagerSync:
+        with self._lifecycle_lock:
+            if self._lifecycle_client is None:
+                from opensandbox.sync.manager import SandboxManagerSync
+
+                client = SandboxManagerSync.create(self._connection_config())
+                # Closed with the backend: when nothing refers to it any more, lease threads
+                # included, or when the interpreter exits.
+                weakref.finalize(self, client.close)
+                self._lifecycle_client = client
+            return self._lifecycle_client
 
     # ------------------------------------------------------------------
     # Destroy
@@ -565,8 +693,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             record = self._sandboxes.pop(sandbox, None)
         if record is None:
             # A sandbox that is unhealthy or paused must still be destroyable.
-            with self._manager(f"destroy sandbox {sandbox}") as manager:
-                _kill(lambda: manager.kill_sandbox(sandbox), sandbox)
+            with self._lifecycle(f"destroy sandbox {sandbox}") as lifecycle:
+                _kill(lambda: lifecycle.kill_sandbox(sandbox), sandbox)
             return
         with as_sandbox_errors(f"destroy sandbox {sandbox}"):
             try:
@@ -597,13 +725,6 @@ class _Transfer:
     chunks: Iterator[bytes]
     # The whole call's, description and transfer alike.
     deadline: Deadline
-
-
-def _ended_under_command(record: SandboxRecord) -> SandboxTerminalError:
-    return SandboxTerminalError(
-        f"Sandbox {record.sdk.id} ended while the command ran: it was destroyed, killed or "
-        "reached the end of its lifetime on the server."
-    )
 
 
 def _kill(kill: Callable[[], None], sandbox: str) -> None:
