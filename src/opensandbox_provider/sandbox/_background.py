@@ -1,11 +1,11 @@
 """
 A background command's status and output, read from execd asynchronously, for a trigger.
 
-A background command's stream ends once it has started (docs/execd-wire.rst,
-wire-background); what it does next is asked for by id: its status (wire-status) and its
-combined output from a byte cursor (wire-logs). The triggerer runs many triggers on one event
-loop, so these reads are async and never block it; where execd is and which headers reach it
-are resolved beforehand, by the backend.
+A background command's stream ends once it has started; what it does next is asked for by
+id: its status, and its combined output from a byte cursor
+(docs/execd-wire.rst, wire-background, wire-status, wire-logs). The triggerer runs many
+triggers on one event loop, so these reads are async and never block it; where execd is and
+which headers reach it are resolved beforehand, by the backend.
 """
 
 from __future__ import annotations
