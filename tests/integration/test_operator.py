@@ -25,6 +25,9 @@ from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 
 CONN_ID = "opensandbox_default"
 OPEN = SandboxSpec(block_network=False)
+# Airflow's loggers are structlog's, which only a task runner routes anywhere; here each
+# operator and trigger logs to this standard logger instead, which the tests listen to.
+TASK_LOG = logging.getLogger("tests.operator.task_log")
 
 
 class Lines(logging.Handler):
@@ -63,16 +66,19 @@ def operator_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., OpenS
             OpenSandboxBackend(CONN_ID).destroy(operator._sandbox_id)
 
 
+@pytest.fixture(autouse=True)
+def task_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    for logged in (OpenSandboxOperator, OpenSandboxCommandTrigger):
+        monkeypatch.setattr(logged, "log", property(lambda self: TASK_LOG))
+
+
 @pytest.fixture
 def lines() -> Iterator[Lines]:
     handler = Lines()
-    logger = logging.getLogger("airflow.task")
-    logger.addHandler(handler)
-    previous = logger.level
-    logger.setLevel(logging.INFO)
+    TASK_LOG.addHandler(handler)
+    TASK_LOG.setLevel(logging.INFO)
     yield handler
-    logger.removeHandler(handler)
-    logger.setLevel(previous)
+    TASK_LOG.removeHandler(handler)
 
 
 def destroyed(sandbox: str | None) -> bool:

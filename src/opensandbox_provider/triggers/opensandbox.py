@@ -97,11 +97,17 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         except SandboxError as e:
             yield self._error(f"Could not reach sandbox {self.sandbox}: {e}")
             return
-        async with httpx.AsyncClient(
-            headers=headers, verify=verify, timeout=timeout, follow_redirects=False
-        ) as client:
-            command = BackgroundCommand(client, base_url, self.command_id)
-            yield await self._wait(backend, command)
+        try:
+            async with httpx.AsyncClient(
+                headers=headers, verify=verify, timeout=timeout, follow_redirects=False
+            ) as client:
+                command = BackgroundCommand(client, base_url, self.command_id)
+                event = await self._wait(backend, command)
+        finally:
+            # Only this process's handle on the sandbox: the sandbox itself is the worker's
+            # to destroy once it has the event, or on_kill's.
+            backend.hand_over(self.sandbox)
+        yield event
 
     def _reach(
         self, backend: OpenSandboxBackend
