@@ -17,7 +17,6 @@ from airflow.providers.common.compat.sdk import (
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.operators._files import copy_outputs, write_files
-from opensandbox_provider.sandbox import _arguments
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 
@@ -132,24 +131,14 @@ class OpenSandboxOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        # The backend's own checks, so that a mistake fails when the Dag is parsed.
-        _arguments.check_backend(
-            image=image,
-            cpu=cpu,
-            memory=memory,
-            sandbox_timeout=sandbox_timeout,
-            ready_timeout=ready_timeout,
-        )
         self.command = command
-        self.image = image
-        self.cpu = cpu
-        self.memory = memory
         self.env = dict(env or {})
         self.spec = SandboxSpec() if spec is None else spec
-        self.workdir = _arguments.working_directory(workdir)
         self.files = dict(files or {})
         self.outputs = dict(outputs or {})
         self.command_timeout = command_timeout
+        self.max_output_bytes = max_output_bytes
+        self.max_file_bytes = max_file_bytes
         self.skip_on_exit_code = (
             frozenset()
             if skip_on_exit_code is None
@@ -160,10 +149,18 @@ class OpenSandboxOperator(BaseOperator):
         self.opensandbox_conn_id = opensandbox_conn_id
         self.deferrable = deferrable
         self.poll_interval = poll_interval
-        self.sandbox_timeout = sandbox_timeout
-        self.ready_timeout = ready_timeout
-        self.max_output_bytes = max_output_bytes
-        self.max_file_bytes = max_file_bytes
+        # What the sandbox is created with, as the backend takes it.
+        self.sandbox_arguments: dict[str, Any] = {
+            "image": image,
+            "cpu": cpu,
+            "memory": memory,
+            "sandbox_timeout": sandbox_timeout,
+            "ready_timeout": ready_timeout,
+            "workdir": workdir,
+        }
+        # Built once here only for the backend's own checks, so that a mistake fails when the
+        # Dag is parsed; each run builds its own, since a backend holds locks and threads.
+        self.new_backend()
         self._backend: OpenSandboxBackend | None = None
         self._sandbox_id: str | None = None
 
@@ -173,15 +170,7 @@ class OpenSandboxOperator(BaseOperator):
 
     def new_backend(self) -> OpenSandboxBackend:
         """The backend that creates, drives and destroys this task's sandbox."""
-        return OpenSandboxBackend(
-            self.opensandbox_conn_id,
-            image=self.image,
-            cpu=self.cpu,
-            memory=self.memory,
-            sandbox_timeout=self.sandbox_timeout,
-            ready_timeout=self.ready_timeout,
-            workdir=self.workdir,
-        )
+        return OpenSandboxBackend(self.opensandbox_conn_id, **self.sandbox_arguments)
 
     def execute(self, context: Context) -> Any:
         backend = self._backend = self.new_backend()
@@ -205,7 +194,7 @@ class OpenSandboxOperator(BaseOperator):
                         command_id=command_id,
                         opensandbox_conn_id=self.opensandbox_conn_id,
                         command_timeout=self.command_timeout,
-                        sandbox_timeout=self.sandbox_timeout,
+                        sandbox_timeout=self.sandbox_arguments["sandbox_timeout"],
                         poll_interval=self.poll_interval,
                         max_output_bytes=self.max_output_bytes,
                     ),
@@ -290,7 +279,7 @@ class OpenSandboxOperator(BaseOperator):
             self.log.warning(
                 "Could not destroy sandbox %s; the server ends it when its lease of %gs runs out.",
                 sandbox,
-                self.sandbox_timeout,
+                self.sandbox_arguments["sandbox_timeout"],
                 exc_info=True,
             )
 
