@@ -29,6 +29,10 @@ def answer(request: httpx.Request) -> httpx.Response:
             "finished_at": "2026-12-01T10:00:02+00:00",
         }
         return httpx.Response(200, content=json.dumps(body))
+    if path == "/command/status/quiet":
+        # An exit code of 0 left out as empty, as Go's encoder may.
+        body = {"id": "quiet", "running": False, "finished_at": "2026-12-01T10:00:02+00:00"}
+        return httpx.Response(200, json=body)
     if path == "/command/status/unknown":
         return httpx.Response(404, json={"code": "INVALID_REQUEST_BODY"})
     if path == "/command/done/logs":
@@ -57,6 +61,11 @@ def test_an_ended_command_says_its_exit_code_error_and_duration() -> None:
     status = call("done", "status")
     assert (status.ended, status.exit_code, status.error) == (True, 3, "exit status 3")
     assert status.duration == 1.5
+
+
+def test_an_ended_command_whose_exit_code_was_left_out_exited_0() -> None:
+    status = call("quiet", "status")
+    assert (status.ended, status.exit_code, status.exit_status) == (True, None, 0)
 
 
 def test_a_command_execd_has_no_record_of_is_none_for_the_caller_to_judge() -> None:

@@ -32,11 +32,20 @@ class CommandStatus:
     error: str
     # Seconds from its start to its end, when execd says both.
     duration: float | None
+    finished: bool = False
 
     @property
     def ended(self) -> bool:
-        # A record whose process has not started yet is not running either, but has no exit code.
-        return not self.running and self.exit_code is not None
+        # A record whose process has not started yet is not running either, but has neither an
+        # exit code nor an end.
+        return not self.running and (self.exit_code is not None or self.finished)
+
+    @property
+    def exit_status(self) -> int:
+        """The exit code; one left out as empty is 0 unless an error says otherwise."""
+        if self.exit_code is not None:
+            return self.exit_code
+        return -1 if self.error else 0
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,7 @@ class BackgroundCommand:
             exit_code=exit_code if isinstance(exit_code, int) else None,
             error=str(body.get("error") or ""),
             duration=_duration(body.get("started_at"), body.get("finished_at")),
+            finished=isinstance(body.get("finished_at"), str),
         )
 
     async def output(self, cursor: int, *, limit: int) -> OutputPiece:

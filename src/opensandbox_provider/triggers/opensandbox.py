@@ -187,7 +187,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 self.cursor = piece.end - self.max_output_bytes
 
     def _ended(self, status: CommandStatus, tail: BoundedTail) -> TriggerEvent:
-        exit_code = -1 if status.exit_code is None else status.exit_code
+        exit_code = status.exit_status
         # execd reports a command killed at its deadline as any other signal (-1); only the
         # clock tells them apart.
         timed_out = (
