@@ -155,7 +155,7 @@ def test_files_go_in_before_the_command_and_outputs_come_out_after(
         outputs={"result.txt": target},
     )
     operator.execute({})
-    assert (tmp_path / "out" / "result.txt").read_text() == "from-script\n10\n"
+    assert (tmp_path / "out" / "result.txt").read_text() == "from-script\n9\n"
     assert destroyed(operator._sandbox_id)
 
 
