@@ -32,13 +32,7 @@ OPEN = SandboxSpec(block_network=False)
 log = logging.getLogger(DAG_ID)
 
 
-@dag(
-    dag_id=DAG_ID,
-    schedule=None,
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
-    catchup=False,
-    tags=["opensandbox", "system_test"],
-)
+@dag(DAG_ID, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC), tags=["opensandbox"])
 def example_opensandbox_operator():
     script = OpenSandboxOperator(
         task_id="run_script",

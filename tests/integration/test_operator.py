@@ -146,7 +146,7 @@ def test_files_go_in_before_the_command_and_outputs_come_out_after(
     target = ObjectStoragePath(f"file://{tmp_path}/out/result.txt")
     operator = operator_on(
         plain_server,
-        workdir="/srv/work",
+        workdir="/srv/job",
         files={
             "script.sh": "echo from-script",
             "/srv/data.bin": ObjectStoragePath(f"file://{source}"),
@@ -233,7 +233,7 @@ def test_the_default_spec_denies_egress_and_is_proven_before_the_command(
     listener = Listener(stack.bridge_ip)
     try:
         connect = (
-            f"python3 -c \"import socket; "
+            f'python3 -c "import socket; '
             f"socket.create_connection(('{stack.bridge_ip}', {listener.port}), 3).close()\""
         )
         denied = operator_on(dns_nft_server, spec=None, command=connect)
