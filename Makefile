@@ -12,7 +12,7 @@ EGRESS_IMAGE ?=
 SANDBOX_IMAGE ?=
 export EXECD_IMAGE EGRESS_IMAGE SANDBOX_IMAGE
 
-.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart docs demo bench lint pin pin-stack
+.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart docs demo bench lint pin pin-stack dist
 
 # uv comes from PyPI when it is missing; the environment is synced to the exact pins, which
 # record no download address (uv.lock would, so it is never committed).
@@ -28,6 +28,16 @@ $(VENV)/.synced: requirements/pinned.txt pyproject.toml
 pin:
 	uv lock -q
 	uv export -q --no-hashes --extra opensandbox --group dev --no-emit-project -o requirements/pinned.txt
+
+# A release's sdist and wheel in dist/ (docs/releasing.rst): built from the committed files
+# alone, with the pinned build backend and the commit's time as every entry's time, so that a
+# rebuild of the commit gives the same bytes; then twine reads them as the index would.
+dist: setup
+	rm -rf dist
+	tree="$$(mktemp -d)" && trap 'rm -rf "$$tree"' EXIT && git archive HEAD | tar -x -C "$$tree" && \
+	  SOURCE_DATE_EPOCH="$$(git log -1 --format=%ct)" uv build -q \
+	    --build-constraints requirements/pinned.txt --out-dir "$$PWD/dist" "$$tree"
+	$(PY) -m twine check --strict dist/*
 
 # The whole suite against a local stack; `run` stops only what it started itself. In CI
 # (CI=true) the benchmark runs first on the same stack, so CI prints its table; it reports and

@@ -91,6 +91,14 @@ def at_most(limit: float, unit: str) -> Goal:
     return Goal(f"ours <= {limit:g} {unit}", check)
 
 
+def at_least(limit: float, unit: str) -> Goal:
+    def check(row: Row) -> bool | None:
+        ours = row.values.get("ours")
+        return None if ours is None else ours >= limit
+
+    return Goal(f"ours >= {limit:g} {unit}", check)
+
+
 def equals(target: float, unit: str) -> Goal:
     def check(row: Row) -> bool | None:
         ours = row.values.get("ours")

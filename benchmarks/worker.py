@@ -16,10 +16,10 @@ import sys
 import time
 
 from benchmarks import workloads
-from benchmarks.memory import MIB, peak_rss_delta
 from benchmarks.subjects import make_subject
 from dev.stack.state import read_state
 from tests.containers import run_frozen
+from tests.peak_memory import MIB, peak_rss_delta
 
 
 class Terminated(Exception):
@@ -48,7 +48,7 @@ def _emit(**fields) -> None:
 def _timed(operation):
     started = time.monotonic()
     result, rss = peak_rss_delta(operation)
-    return result, time.monotonic() - started, rss
+    return result, time.monotonic() - started, rss / MIB
 
 
 def measure_output(subject, command: str, payload_bytes: int) -> dict:

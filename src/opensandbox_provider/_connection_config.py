@@ -14,9 +14,14 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.transport import unwrap_retry_transport
 from pydantic import Field
 
+from opensandbox_provider.sandbox._deadline import keep_deadlines
+
 
 class ConnectionConfig(ConnectionConfigSync):
-    """:class:`ConnectionConfigSync` whose transports also trust ``ca_certificates``."""
+    """
+    :class:`ConnectionConfigSync` whose transports also trust ``ca_certificates``, and whose
+    connections keep each call's deadline (see :mod:`.sandbox._deadline`).
+    """
 
     # PEM text rather than a path: the file is read, and refused with the extra's name,
     # once, when the connection is, not again inside the SDK whenever a sandbox is made.
@@ -24,6 +29,8 @@ class ConnectionConfig(ConnectionConfigSync):
 
     def new_owned_transport(self, **limits: Any) -> httpx.BaseTransport:
         transport = super().new_owned_transport(**limits)
+        # Before its first connection, so that every connection it ever opens keeps deadlines.
+        keep_deadlines(transport)
         if self.ca_certificates is not None:
             _ssl_context_of(transport).load_verify_locations(cadata=self.ca_certificates)
         return transport

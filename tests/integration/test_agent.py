@@ -1,6 +1,6 @@
 """A real pydantic-ai agent drives all four toolset tools through this backend on the real server.
 
-The model is scripted (pydantic-ai's FunctionModel), so what is under test is everything
+The model is scripted (``tests/scripted_model.py``), so what is under test is everything
 between its tool calls and the sandbox: the toolset, the backend, the SDK and the server.
 It runs the upstream system test's steps in a sandbox with the toolset's default spec,
 which denies all egress, so the fail-closed check runs too.
@@ -12,15 +12,8 @@ import asyncio
 
 from airflow.providers.common.ai.toolsets.sandbox import SandboxToolset
 from pydantic_ai import Agent
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from tests.scripted_model import scripted_model, tool_returns
 
 SCRIPT = [
     ("write_file", {"path": "work/input.txt", "content": "6 * 7\n"}),
@@ -29,21 +22,6 @@ SCRIPT = [
     ("run_command", {"command": "echo broken >&2; exit 3"}),
     ("list_directory", {"path": "work"}),
 ]
-
-
-def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """Call the next tool of the script, then finish."""
-    done = sum(
-        1
-        for message in messages
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if isinstance(part, ToolReturnPart)
-    )
-    if done < len(SCRIPT):
-        tool, arguments = SCRIPT[done]
-        return ModelResponse(parts=[ToolCallPart(tool, arguments, tool_call_id=f"call-{done}")])
-    return ModelResponse(parts=[TextPart("done")])
 
 
 def test_an_agent_drives_all_four_tools_through_the_backend(backend_on, dns_nft_server) -> None:
@@ -56,7 +34,9 @@ def test_an_agent_drives_all_four_tools_through_the_backend(backend_on, dns_nft_
         return created[-1]
 
     backend.create = recording_create  # type: ignore[method-assign]
-    agent = Agent(FunctionModel(scripted_model), toolsets=[SandboxToolset(backend)])
+    agent = Agent(
+        scripted_model(SCRIPT, lambda returns: "done"), toolsets=[SandboxToolset(backend)]
+    )
     try:
         result = asyncio.run(agent.run("Compute 6 * 7 in the sandbox."))
         # Asked before the cleanup below, which would otherwise be what destroyed it.
@@ -66,13 +46,7 @@ def test_an_agent_drives_all_four_tools_through_the_backend(backend_on, dns_nft_
             backend.destroy(handle)
 
     assert result.output == "done"
-    returns = [
-        part.content
-        for message in result.all_messages()
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if isinstance(part, ToolReturnPart)
-    ]
+    returns = [part.content for part in tool_returns(result.all_messages())]
     assert returns == [
         "Wrote 6 bytes to 'work/input.txt'.",
         "[stdout]\n6 * 7\n42",

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
+from opensandbox import SandboxSync
+from opensandbox.models.sandboxes import NetworkRule
 
 from dev.stack.resolver import ALLOWED_NAME, OTHER_NAME
 from dev.stack.state import StackState
@@ -107,3 +109,61 @@ def test_an_allowlist_without_block_network_is_refused(backend_on, plain_server)
     spec = SandboxSpec(block_network=False, allow_egress_to=[ALLOWED_NAME])
     with pytest.raises(SandboxTerminalError, match="block_network=True"):
         backend_on(plain_server).create(spec=spec)
+
+
+def test_a_policy_changed_between_two_commands_destroys_the_sandbox_and_says_so(
+    sandbox_on, dns_nft_server, stack, listener
+) -> None:
+    sandbox = sandbox_on(dns_nft_server, SandboxSpec())
+    assert sandbox.run("echo before").stdout == "before\n"
+    # Anyone holding the sandbox's endpoint can widen its policy; so can a guest when the
+    # server sets no egress token. Here it is done from outside, through the SDK.
+    outside = SandboxSync.connect(
+        sandbox.handle, connection_config=dns_nft_server.connection_config()
+    )
+    try:
+        outside.patch_egress_rules([NetworkRule(action="allow", target=stack.bridge_ip)])
+    finally:
+        outside.close()
+
+    with pytest.raises(SandboxTerminalError) as raised:
+        sandbox.run("echo after")
+
+    message = str(raised.value)
+    assert "no longer enforces the network policy it was created with" in message
+    assert stack.bridge_ip in message and "destroyed" in message
+    assert not dns_nft_server.has_sandbox(sandbox.handle)
+
+
+def test_an_unchanged_policy_passes_its_recheck_after_every_command(
+    sandbox_on, dns_nft_server, stack, listener
+) -> None:
+    sandbox = sandbox_on(dns_nft_server, SandboxSpec())
+    for _ in range(3):
+        assert reach(sandbox, (stack.bridge_ip, listener.port)) == ["dropped"]
+    assert dns_nft_server.has_sandbox(sandbox.handle)
+
+
+def test_an_attached_sandbox_is_held_to_the_policy_its_creator_proved(
+    backend_on, dns_nft_server, stack
+) -> None:
+    owner = "egress_dag/manual__2026-01-01T00:00:00+00:00"
+    creator = backend_on(dns_nft_server)
+    handle = creator.create(spec=SandboxSpec(owner=owner))
+    try:
+        attacher = backend_on(dns_nft_server)
+        attacher.attach(handle, owner=owner, holder=f"{owner}/agent[0]")
+        assert (
+            attacher.run_command(handle, "true", timeout=30, max_output_bytes=1024).exit_code == 0
+        )
+        outside = SandboxSync.connect(handle, connection_config=dns_nft_server.connection_config())
+        try:
+            outside.patch_egress_rules([NetworkRule(action="allow", target=stack.bridge_ip)])
+        finally:
+            outside.close()
+
+        with pytest.raises(SandboxTerminalError, match="no longer enforces the network policy"):
+            attacher.run_command(handle, "true", timeout=30, max_output_bytes=1024)
+        assert not dns_nft_server.has_sandbox(handle)
+    finally:
+        creator.destroy(handle)

@@ -1,18 +1,18 @@
 """A command's output cannot run the worker out of memory, measured end to end on the real server.
 
 A child process stands in for the worker: it reconnects to a sandbox by handle and runs one
-command through the backend while a thread samples its resident set.
+command through the backend, and measures its peak resident set across that command alone
+(``tests/peak_memory.py``).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from tests.peak_memory import run_child
 
 BUDGET = 50 * 1024  # the toolset's default per-stream budget
 # The worker-memory goal is 32 MiB; twice that leaves room for the allocator and the HTTP stack
@@ -21,37 +21,22 @@ LIMIT = 64 * 1024 * 1024
 
 WORKER = textwrap.dedent(
     """
-    import json, os, sys, threading, time
+    import sys
     from opensandbox_provider.sandbox import OpenSandboxBackend
-
-    PAGE = os.sysconf("SC_PAGE_SIZE")
-
-    def resident():
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * PAGE
+    from tests.peak_memory import peak_rss_delta, report
 
     handle, command, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
     backend = OpenSandboxBackend()
     backend.run_command(handle, "echo warm", timeout=30, max_output_bytes=budget)
-    baseline = highest = resident()
-    done = threading.Event()
-
-    def sample():
-        global highest
-        while not done.wait(0.02):
-            highest = max(highest, resident())
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    result = backend.run_command(handle, command, timeout=600, max_output_bytes=budget)
-    done.set()
-    sampler.join()
-    print(json.dumps({
-        "delta": max(highest, resident()) - baseline,
-        "stdout": len(result.stdout.encode()),
-        "truncated": result.stdout_truncated,
-        "exit_code": result.exit_code,
-    }))
+    result, delta = peak_rss_delta(
+        lambda: backend.run_command(handle, command, timeout=600, max_output_bytes=budget)
+    )
+    report(
+        delta=delta,
+        stdout=len(result.stdout.encode()),
+        truncated=result.stdout_truncated,
+        exit_code=result.exit_code,
+    )
     """
 )
 
@@ -69,17 +54,7 @@ WORKER = textwrap.dedent(
 )
 def test_the_worker_holds_only_the_budget_of_a_huge_output(sandbox, plain_server, command) -> None:
     env = {**os.environ, **plain_server.airflow_connection_env("opensandbox_default")}
-    child = subprocess.run(
-        [sys.executable, "-c", WORKER, sandbox.handle, command, str(BUDGET)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-    )
-    assert child.returncode == 0, child.stderr[-2000:]
-    # Airflow's logging shares the child's stdout; the measurement is the one JSON line.
-    (line,) = [line for line in child.stdout.splitlines() if line.startswith('{"delta"')]
-    measured = json.loads(line)
+    measured = run_child(WORKER, sandbox.handle, command, str(BUDGET), timeout=900, env=env)
     assert measured["exit_code"] == 0
     assert measured["truncated"] and measured["stdout"] == BUDGET
     assert measured["delta"] < LIMIT, f"the worker grew by {measured['delta'] / 2**20:.1f} MiB"

@@ -5,32 +5,23 @@ would, then answers with what the program printed. A run succeeded when that ans
 run's own token, which only the sandbox it wrote the program into could have printed.
 """
 
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.messages import ToolReturnPart
+
+from tests.scripted_model import Step, scripted_model
 
 WORKDIR = "/srv/agent"
 PROGRAM = f"{WORKDIR}/hello.py"
 
 
-def _steps(token: str, command: str | None) -> list[tuple[str, dict]]:
+def _steps(token: str, command: str | None) -> list[Step]:
     return [
         ("write_file", {"path": PROGRAM, "content": f"print('{token}', 6 * 7)\n"}),
         ("run_command", {"command": command or f"python3 {PROGRAM}"}),
         ("read_file", {"path": PROGRAM}),
         ("list_directory", {"path": WORKDIR}),
-    ]
-
-
-def _tool_returns(messages: Sequence[ModelMessage]) -> list[ToolReturnPart]:
-    return [
-        part
-        for message in messages
-        for part in getattr(message, "parts", ())
-        if isinstance(part, ToolReturnPart)
     ]
 
 
@@ -40,17 +31,12 @@ def scripted_agent(token: str, *, command: str | None = None, **agent_options: A
     ``command`` replaces the program run, for a run that must be caught mid-command;
     ``agent_options`` go to ``Agent`` as they are (an operator passes its toolsets this way).
     """
-    steps = _steps(token, command)
 
-    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        returns = _tool_returns(messages)
-        if len(returns) < len(steps):
-            name, args = steps[len(returns)]
-            return ModelResponse(parts=[ToolCallPart(tool_name=name, args=args)])
+    def answer(returns: list[ToolReturnPart]) -> str:
         ran = next(part for part in returns if part.tool_name == "run_command")
-        return ModelResponse(parts=[TextPart(content=f"The program printed: {ran.content}")])
+        return f"The program printed: {ran.content}"
 
-    return Agent(FunctionModel(model), **agent_options)
+    return Agent(scripted_model(_steps(token, command), answer), **agent_options)
 
 
 def succeeded(output: str, token: str) -> bool:

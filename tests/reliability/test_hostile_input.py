@@ -35,6 +35,17 @@ def sandbox(make_backend, plain_server, sandboxes):
     assert_no_container(handle)
 
 
+def _run(backend, handle: str, command: str):
+    """A short command of the test's own in the sandbox, to look at what a call did."""
+    return backend.run_command(handle, command, timeout=30, max_output_bytes=CAP)
+
+
+def _prepare(backend, handle: str, command: str) -> None:
+    """Set the sandbox up with a short command of the test's own, which must succeed."""
+    made = _run(backend, handle, command)
+    assert made.exit_code == 0, made.stderr
+
+
 def _export(backend, handle: str, path: str) -> bytes:
     sink = io.BytesIO()
     backend.export_file(handle, path, sink, max_bytes=1 << 30)
@@ -60,12 +71,7 @@ def test_awkward_path_survives_write_read_list_and_export(sandbox, directory, na
     assert backend.read_file(handle, path, max_bytes=CAP) == content
     assert (name, False) in backend.list_directory(handle, f"{BASE}/{directory}")
     assert _export(backend, handle, path) == content
-    pwned = backend.run_command(
-        handle,
-        "find / -xdev -maxdepth 4 -name pwned 2>/dev/null | wc -l",
-        timeout=30,
-        max_output_bytes=CAP,
-    )
+    pwned = _run(backend, handle, "find / -xdev -maxdepth 4 -name pwned 2>/dev/null | wc -l")
     assert pwned.stdout.strip() == "0", "a file name was run as a shell command"
 
 
@@ -73,7 +79,7 @@ def test_dot_dot_resolves_inside_the_sandbox(sandbox):
     backend, handle = sandbox
     # The kernel resolves "sub/.." only through a "sub" that exists: execd creates a path's
     # lexical parents, never "sub" itself (docs/execd-wire.rst, wire-upload).
-    backend.run_command(handle, f"mkdir -p {BASE}/sub", timeout=30, max_output_bytes=CAP)
+    _prepare(backend, handle, f"mkdir -p {BASE}/sub")
     backend.write_file(handle, f"{BASE}/sub/../dotdot.txt", b"up one")
 
     assert backend.read_file(handle, f"{BASE}/dotdot.txt", max_bytes=CAP) == b"up one"
@@ -82,9 +88,7 @@ def test_dot_dot_resolves_inside_the_sandbox(sandbox):
         == b"up one"
     )
     hosts = backend.read_file(handle, f"{BASE}/../../../../../../etc/hostname", max_bytes=CAP)
-    sandbox_hostname = backend.run_command(
-        handle, "cat /etc/hostname", timeout=30, max_output_bytes=CAP
-    )
+    sandbox_hostname = _run(backend, handle, "cat /etc/hostname")
     assert hosts.decode() == sandbox_hostname.stdout
 
 
@@ -93,14 +97,12 @@ def test_symlink_pointing_outside_resolves_in_the_sandbox_never_on_the_worker(sa
     secret = tmp_path / "worker-only-secret.txt"
     secret.write_text("the worker's own file")
     link = f"{BASE}/escape"
-    made = backend.run_command(
+    _prepare(
+        backend,
         handle,
         f"mkdir -p {BASE} && ln -s {shlex.quote(str(secret))} {link}"
         f" && ln -s /etc/hostname {BASE}/host",
-        timeout=30,
-        max_output_bytes=CAP,
     )
-    assert made.exit_code == 0, made.stderr
 
     with pytest.raises(SandboxError) as read_error:
         backend.read_file(handle, link, max_bytes=CAP)
@@ -112,10 +114,7 @@ def test_symlink_pointing_outside_resolves_in_the_sandbox_never_on_the_worker(sa
 
     inside = backend.read_file(handle, f"{BASE}/host", max_bytes=CAP).decode().strip()
     assert inside != socket.gethostname()
-    assert (
-        inside
-        == backend.run_command(handle, "hostname", timeout=30, max_output_bytes=CAP).stdout.strip()
-    )
+    assert inside == _run(backend, handle, "hostname").stdout.strip()
 
 
 @pytest.mark.parametrize(
@@ -138,7 +137,7 @@ def test_nul_byte_in_a_path_is_a_mistake_the_model_can_correct(
         calls[operation]()
 
     assert not isinstance(error.value, SandboxTerminalError)
-    still_usable = backend.run_command(handle, "echo alive", timeout=30, max_output_bytes=CAP)
+    still_usable = _run(backend, handle, "echo alive")
     assert still_usable.stdout == "alive\n"
     assert_key_hidden(plain_server.api_key, caplog, error.value)
 
@@ -177,14 +176,12 @@ def test_output_that_is_not_utf8_comes_back_as_text(sandbox):
 def test_file_names_and_contents_that_are_not_utf8_do_not_break_the_file_tools(sandbox):
     backend, handle = sandbox
     names = f"{BASE}/names"
-    made = backend.run_command(
+    _prepare(
+        backend,
         handle,
         f"mkdir -p {names} && touch {names}/plain.txt"
         f" && printf 'latin' > {names}/$(printf 'caf\\351').txt",
-        timeout=30,
-        max_output_bytes=CAP,
     )
-    assert made.exit_code == 0, made.stderr
     raw = b"\xff\xfe\x00binary\x80"
     backend.write_file(handle, f"{names}/raw.bin", raw)
 

@@ -29,6 +29,7 @@ from opensandbox import SandboxManagerSync
 from dev.stack.resolver import ALLOWED_NAME
 from dev.stack.state import ServerInfo
 from opensandbox_provider.sandbox import OpenSandboxBackend
+from opensandbox_provider.sandbox._execd import LIVENESS_PROBE_TIMEOUT, STALL_WINDOW
 from tests.containers import run_frozen
 from tests.markers import NEEDS_STALL_SWITCH
 
@@ -174,12 +175,13 @@ def test_a_command_in_a_sandbox_another_instance_created(
     )
 
 
-@pytest.mark.slow
-@NEEDS_STALL_SWITCH
-def test_a_silent_stream(sandbox_for, plain_server, kind, record_property) -> None:
-    sandbox = sandbox_for(plain_server, SandboxSpec(block_network=False, env={STALL: "silent"}))
+def given_up_as_a_stall(
+    kind, record_property, plain_server, sandbox, call: Callable[[float], Any], *, budget: float
+) -> None:
+    """Both backends give ``call`` up, stalled on its ``budget``, as timed out and destroy its
+    sandbox; how soon differs."""
     started = time.monotonic()
-    result = run(sandbox, "echo x", timeout=2)
+    result = call(budget)
     elapsed = time.monotonic() - started
     assert (result.timed_out, result.sandbox_terminated, result.exit_code) == (True, True, -1)
     assert not plain_server.has_sandbox(sandbox[1])
@@ -188,9 +190,25 @@ def test_a_silent_stream(sandbox_for, plain_server, kind, record_property) -> No
         record_property,
         ours=None,
         builtin=None,
-        why="Both abandon the stream and destroy the sandbox. Ours notices from the missing "
-        "heartbeat (10 s without a byte), whatever the budget; the built-in backend waits the "
-        f"budget plus 30 s. Measured here for [{kind}] on a 2 s budget: {elapsed:.1f}s.",
+        why="Both abandon the stream and destroy the sandbox. Ours notices once the stream has "
+        f"been silent for {STALL_WINDOW:g} s and execd then answers no ping for "
+        f"{LIVENESS_PROBE_TIMEOUT:g} s, whatever the budget; the built-in backend waits the "
+        "budget plus 30 s. "
+        f"Measured here for [{kind}] on a {budget:g} s budget: {elapsed:.1f}s.",
+    )
+
+
+@pytest.mark.slow
+@NEEDS_STALL_SWITCH
+def test_a_silent_stream(sandbox_for, plain_server, kind, record_property) -> None:
+    sandbox = sandbox_for(plain_server, SandboxSpec(block_network=False, env={STALL: "silent"}))
+    given_up_as_a_stall(
+        kind,
+        record_property,
+        plain_server,
+        sandbox,
+        lambda budget: run(sandbox, "echo x", timeout=budget),
+        budget=2,
     )
 
 
@@ -198,19 +216,15 @@ def test_a_silent_stream(sandbox_for, plain_server, kind, record_property) -> No
 def test_a_frozen_sandbox(sandbox_for, plain_server, kind, record_property) -> None:
     # The same silence on any execd: the sandbox's container is frozen mid-command.
     sandbox = sandbox_for(plain_server)
-    started = time.monotonic()
-    result = run_frozen(sandbox[1], "sleep 31", lambda: run(sandbox, "sleep 31", timeout=5))
-    elapsed = time.monotonic() - started
-    assert (result.timed_out, result.sandbox_terminated, result.exit_code) == (True, True, -1)
-    assert not plain_server.has_sandbox(sandbox[1])
-    differs(
+    given_up_as_a_stall(
         kind,
         record_property,
-        ours=None,
-        builtin=None,
-        why="Both abandon the frozen sandbox's stream and destroy it. Ours notices the silence "
-        "after 10 s, whatever the budget; the built-in backend waits the budget plus 30 s. "
-        f"Measured here for [{kind}] on a 5 s budget: {elapsed:.1f}s.",
+        plain_server,
+        sandbox,
+        lambda budget: run_frozen(
+            sandbox[1], "sleep 31", lambda: run(sandbox, "sleep 31", timeout=budget)
+        ),
+        budget=5,
     )
 
 

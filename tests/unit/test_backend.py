@@ -6,9 +6,10 @@ import os
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import pytest
-from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
+from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxSpec, SandboxTerminalError
 
 from opensandbox_provider._sdk import INSTALL_COMMAND
 from opensandbox_provider.sandbox import OpenSandboxBackend
@@ -100,3 +101,16 @@ def test_an_environment_that_is_not_names_to_strings_is_refused(env) -> None:
 @pytest.mark.parametrize("handle", ["", "None", None])
 def test_destroying_what_is_not_a_handle_does_nothing(handle) -> None:
     OpenSandboxBackend(NOWHERE).destroy(handle)
+
+
+def test_a_tag_utf8_cannot_hold_is_a_sandbox_error_not_a_raw_one(monkeypatch) -> None:
+    backend = OpenSandboxBackend(NOWHERE)
+    monkeypatch.setattr(backend, "_info", lambda sandbox, doing: SimpleNamespace(metadata={}))
+    with pytest.raises(SandboxError, match="Could not write the tags .*lone surrogate"):
+        backend.write_tags("sandbox-1", {"holder": "task\ud800"})
+
+
+def test_an_owner_utf8_cannot_hold_fails_creation_before_anything_is_provisioned() -> None:
+    # Terminal, as every failure of create is; and before the server is asked for anything.
+    with pytest.raises(SandboxTerminalError, match="Could not create a sandbox: .*lone surrogate"):
+        OpenSandboxBackend(NOWHERE).create(spec=SandboxSpec(owner="dag/\udc80"))

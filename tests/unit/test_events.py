@@ -3,10 +3,15 @@ in every split."""
 
 from __future__ import annotations
 
+import json
 import random
+import sys
+from collections.abc import Callable
+from types import FrameType
 
 import pytest
 
+from opensandbox_provider.sandbox import _events
 from opensandbox_provider.sandbox._events import MAX_WHOLE_FRAME, BoundedTail, EventParser
 from tests.unit.execd_wire import complete, failed, frame
 
@@ -274,3 +279,143 @@ def test_output_is_handed_on_as_it_is_parsed_before_it_is_bounded(split: int) ->
     assert b"".join(data for kind, data in seen if kind == "stderr") == b"oops\n"
     # Nothing had ended yet: each line was handed on as soon as its frame was complete.
     assert parser.ending is None and parser.stdout.text() == "ond\n"
+
+
+# Escapes a JSON encoder may write, including those Go's never does (``\/``, upper-case hex) and
+# surrogates alone, which JSON allows and which decode to no character UTF-8 can hold.
+_ESCAPED_PIECES = [
+    '\\"',
+    "\\\\",
+    "\\/",
+    "\\b",
+    "\\f",
+    "\\n",
+    "\\r",
+    "\\t",
+    "\\u0000",
+    "\\u001f",
+    "\\u00e9",
+    "\\u00E9",
+    "\\u2028",
+    "\\ud83d\\ude00",
+    "\\uD83D\\uDE00",
+    "\\ud800",
+    "\\udc00",
+    "\\udbff",
+    "\\ud83d\\u0041",
+    '\\\\\\\\\\"',
+    "\\\\u0041",
+    "x",
+    "{",
+    ":",
+    ",",
+    "é",
+    "€",
+    "😀",
+    "\x7f",
+]
+
+
+def tricky_json_text(rng: random.Random, pieces: int) -> str:
+    """The JSON text, between the quotes, of a string made of escapes and characters at random."""
+    return "".join(rng.choice(_ESCAPED_PIECES) for _ in range(pieces))
+
+
+def as_json_reads_it(texts: list[str], max_bytes: int) -> str:
+    """What the tail of a stream of these JSON texts must be, decoded by ``json.loads``."""
+    lines = [json.loads(f'"{text}"') for text in texts]
+    joined = "".join(line if line == "\n" else line + "\n" for line in lines)
+    return joined.encode("utf-8", "replace")[-max_bytes:].decode("utf-8", errors="ignore")
+
+
+def raw_frame(kind: str, json_text: str) -> bytes:
+    return f'{{"type":"{kind}","text":"{json_text}","timestamp":1}}\n\n'.encode()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_escaped_text_is_read_exactly_as_json_reads_it(seed: int) -> None:
+    # Long frames are scanned and decoded in pieces, short ones whole; either way a tail must be
+    # what json.loads makes of the same text, however the stream is split.
+    rng = random.Random(seed)
+    max_bytes = rng.choice([1, 7, 333, 4096, 3 * MAX_WHOLE_FRAME])
+    texts = [
+        tricky_json_text(rng, rng.choice([1, 5, 200, 300_000])) for _ in range(rng.randint(1, 4))
+    ]
+    stream = b"".join(raw_frame("stdout", text) for text in texts) + complete()
+
+    parser = random_splits(stream, seed, max_bytes=max_bytes)
+
+    assert parser.ending is not None and parser.ending.exit_code == 0
+    assert parser.stdout.text() == as_json_reads_it(texts, max_bytes)
+
+
+@pytest.mark.parametrize("run", range(1, 8))
+def test_a_run_of_backslashes_ends_the_text_where_json_says(run: int) -> None:
+    # The closing quote is the first one after an even run of backslashes, wherever a read cuts.
+    text = "a" * (MAX_WHOLE_FRAME + 5) + "\\" * (2 * run) + '\\"' * run + "\\" * (2 * run)
+    stream = raw_frame("stdout", text) + raw_frame("stdout", "next") + complete()
+    for split in (1 << 16, 4093, 1 << 20):
+        parser = parse(stream, split=split, max_bytes=64)
+        assert parser.stdout.text() == as_json_reads_it([text, "next"], 64)
+
+
+def python_steps_in_the_parser(feed: Callable[[], None]) -> int:
+    """How many lines of the parser's own Python ``feed`` runs: its work that is not at C speed."""
+    steps = 0
+    parser_module = _events.__file__
+
+    def local(frame: FrameType, event: str, arg: object) -> Callable | None:
+        nonlocal steps
+        steps += event == "line"
+        return local
+
+    def calls(frame: FrameType, event: str, arg: object) -> Callable | None:
+        return local if frame.f_code.co_filename == parser_module else None
+
+    previous = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        feed()
+    finally:
+        sys.settrace(previous)
+    return steps
+
+
+def test_a_line_of_minified_json_costs_python_steps_per_read_not_per_escape() -> None:
+    # A command that prints minified JSON on one line sends a quote escaped every few bytes; a
+    # scan that looks at each escape in Python reads that at a few MB/s, a minute of worker CPU
+    # for 400 MB. Counting steps rather than timing them keeps the test exact on a busy machine.
+    record = json.dumps({"id": 7, "name": 'a"b', "tags": ["x", "y"], "ok": True})
+    line = record * (8 * MAX_WHOLE_FRAME // len(record))
+    stream = frame("stdout", line) + complete()
+    read = 256 * 1024
+    parser = EventParser(50 * 1024)
+
+    def feed() -> None:
+        for start in range(0, len(stream), read):
+            parser.feed(stream[start : start + read])
+
+    steps = python_steps_in_the_parser(feed)
+
+    assert parser.ending is not None
+    assert parser.stdout.text() == (line + "\n")[-50 * 1024 :]
+    reads = -(-len(stream) // read)
+    assert steps < 100 * reads, f"{steps} Python steps for {reads} reads"
+
+
+def test_an_exit_status_too_long_to_be_one_is_no_status() -> None:
+    # Python refuses to convert thousands of digits; no exit status has more than a Go int's.
+    parser = parse(frame("stdout", "a") + failed("9" * 5000), split=4096)
+    assert parser.ending is not None and parser.ending.exit_code is None
+    assert len(parser.ending.message) <= 4096
+
+
+def test_a_frame_nested_deeper_than_python_parses_is_unreadable_not_fatal() -> None:
+    nested = b"[" * 100_000 + b"]" * 100_000 + b"\n\n"
+    in_an_event = b'{"type":"stdout","text":"c","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n\n"
+    stream = frame("stdout", "a") + nested + frame("stdout", "b") + in_an_event + complete()
+    for split in (7, 4096, 1 << 20):
+        parser = parse(stream, split=split)
+        assert parser.stdout.text() == "a\nb\n"
+        assert parser.unreadable_frames == 2
+        assert parser.ending is not None and parser.ending.exit_code == 0

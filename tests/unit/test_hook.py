@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 from airflow.sdk._shared.secrets_masker import SecretsMasker, _secrets_masker
 
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
+from tests.unit.loopback_http import answering_every_get
 from tests.unit.tls import EMPTY_LISTING, PrivateAuthority, https_lifecycle_api, make_authority
 
 API_KEY = "test-key-that-must-never-be-shown"
@@ -174,24 +173,8 @@ def test_constructing_the_hook_reads_nothing() -> None:
 @pytest.fixture
 def not_opensandbox() -> Iterator[int]:
     """Something on loopback that answers HTTP, but not as an OpenSandbox server."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            body = b"<html>Not Found</html>"
-            self.send_response(404)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with answering_every_get(404, "text/html", b"<html>Not Found</html>") as port:
+        yield port
 
 
 def closed_port() -> int:
@@ -309,16 +292,23 @@ def private_tls_server(authority: PrivateAuthority) -> Iterator[int]:
         yield port
 
 
+@pytest.fixture
+def private_tls_connection(connection, authority, private_tls_server) -> Callable[..., None]:
+    """Define the default connection to the private TLS server, naming its authority in the
+    ca_bundle extra unless ``trusting`` is False."""
+
+    def define(*, trusting: bool = True, **fields: object) -> None:
+        if trusting:
+            fields["extra"] = {"ca_bundle": str(authority.ca_pem)}
+        connection(host="127.0.0.1", port=private_tls_server, schema="https", **fields)
+
+    return define
+
+
 def test_the_connection_test_trusts_the_authority_the_ca_bundle_names(
-    connection, authority, private_tls_server
+    private_tls_connection, private_tls_server
 ) -> None:
-    connection(
-        host="127.0.0.1",
-        port=private_tls_server,
-        schema="https",
-        password=API_KEY,
-        extra={"ca_bundle": str(authority.ca_pem)},
-    )
+    private_tls_connection(password=API_KEY)
     assert OpenSandboxHook().test_connection() == (
         True,
         f"Connected to the OpenSandbox server at https://127.0.0.1:{private_tls_server}; "
@@ -327,18 +317,13 @@ def test_the_connection_test_trusts_the_authority_the_ca_bundle_names(
 
 
 def test_the_transport_a_sandbox_gets_trusts_the_ca_bundle_too(
-    connection, authority, private_tls_server
+    private_tls_connection, private_tls_server
 ) -> None:
     # The backend's own requests to a sandbox's services go over the sandbox's SDK
     # transport, without the retry wrapper; this is that client.
     from opensandbox.transport import unwrap_retry_transport
 
-    connection(
-        host="127.0.0.1",
-        port=private_tls_server,
-        schema="https",
-        extra={"ca_bundle": str(authority.ca_pem)},
-    )
+    private_tls_connection()
     config = OpenSandboxHook().connection_config.with_transport_if_missing()
     try:
         client = httpx.Client(transport=unwrap_retry_transport(config.transport))
@@ -349,9 +334,9 @@ def test_the_transport_a_sandbox_gets_trusts_the_ca_bundle_too(
 
 
 def test_without_the_ca_bundle_the_connection_test_says_tls_failed_and_names_the_extra(
-    connection, private_tls_server
+    private_tls_connection, private_tls_server
 ) -> None:
-    connection(host="127.0.0.1", port=private_tls_server, schema="https", password=API_KEY)
+    private_tls_connection(trusting=False, password=API_KEY)
     ok, message = OpenSandboxHook().test_connection()
     assert not ok
     assert message.startswith(f"The TLS handshake with https://127.0.0.1:{private_tls_server} ")

@@ -1,17 +1,16 @@
 """The parser's memory stays bounded however much a command prints, measured in a child process.
 
-The child samples its resident set as it feeds the parser, rather than reading its peak, whose
-high-water mark from importing Airflow would hide anything the parser held below it.
+The child measures its peak resident set across the feeding alone (``tests/peak_memory.py``),
+so the high-water mark from importing Airflow cannot hide anything the parser held below it.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from tests.peak_memory import run_child
 
 # The default per-stream budget of the toolset.
 BUDGET = 50 * 1024
@@ -21,15 +20,10 @@ LIMIT = 64 * 1024 * 1024
 
 CHILD = textwrap.dedent(
     """
-    import json, os, sys
+    import sys
     from opensandbox_provider.sandbox._events import EventParser
+    from tests.peak_memory import peak_rss_delta, report
     from tests.unit.execd_wire import complete, frame
-
-    PAGE = os.sysconf("SC_PAGE_SIZE")
-
-    def resident():
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * PAGE
 
     budget, kind, total = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     parser = EventParser(budget)
@@ -43,23 +37,22 @@ CHILD = textwrap.dedent(
     else:
         lines = b"".join(frame("stdout", "%06d of a line of output" % n) for n in range(2000))
         body, opening, closing = lines, b"", b""
-    baseline = highest = resident()
-    parser.feed(opening)
-    fed = feeds = 0
-    while fed < total:
-        parser.feed(body)
-        fed += len(body)
-        feeds += 1
-        if feeds % 64 == 0:
-            highest = max(highest, resident())
-    parser.feed(closing + complete())
-    highest = max(highest, resident())
-    print(json.dumps({
-        "delta": highest - baseline,
-        "kept": len(parser.stdout.text()) + len(parser.stderr.text()),
-        "truncated": parser.stdout.truncated or parser.stderr.truncated,
-        "ended": parser.ending is not None,
-    }))
+
+    def feed_everything():
+        parser.feed(opening)
+        fed = 0
+        while fed < total:
+            parser.feed(body)
+            fed += len(body)
+        parser.feed(closing + complete())
+
+    _, delta = peak_rss_delta(feed_everything)
+    report(
+        delta=delta,
+        kept=len(parser.stdout.text()) + len(parser.stderr.text()),
+        truncated=parser.stdout.truncated or parser.stderr.truncated,
+        ended=parser.ending is not None,
+    )
     """
 )
 
@@ -74,14 +67,7 @@ CHILD = textwrap.dedent(
     ],
 )
 def test_worker_memory_stays_bounded_whatever_the_command_prints(kind: str, total: int) -> None:
-    child = subprocess.run(
-        [sys.executable, "-c", CHILD, str(BUDGET), kind, str(total)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    measured = json.loads(child.stdout)
+    measured = run_child(CHILD, str(BUDGET), kind, str(total), timeout=600)
     assert measured["ended"]
     assert measured["truncated"]
     assert BUDGET - 4 <= measured["kept"] <= BUDGET + 1

@@ -36,3 +36,22 @@ def test_the_pinned_version_satisfies_the_declared_range(requirement: Requiremen
     assert requirement.specifier.contains(version, prereleases=True), (
         f"{requirement.name} is pinned at {version}, outside the declared {requirement}"
     )
+
+
+def test_the_pins_record_no_download_address() -> None:
+    # A URL, a direct reference or a local path would tie every install to one host or one
+    # machine; the pins name versions only.
+    lines = (REPO / "requirements" / "pinned.txt").read_text(encoding="utf-8").splitlines()
+    assert [line for line in lines if "://" in line] == []
+    requirements = [line for line in lines if line and not line.lstrip().startswith("#")]
+    assert requirements, "requirements/pinned.txt pins nothing"
+    assert [line for line in requirements if "==" not in line or " @ " in line] == []
+
+
+def test_the_pinned_build_backend_satisfies_the_build_requirement() -> None:
+    # Releases are built with the pins as build constraints (docs/releasing.rst).
+    build_system = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    (requirement,) = [Requirement(line) for line in build_system["build-system"]["requires"]]
+    version = pinned().get(canonicalize_name(requirement.name))
+    assert version is not None, f"the build backend {requirement.name} is not pinned"
+    assert requirement.specifier.contains(version), f"{requirement.name} {version}"

@@ -154,11 +154,7 @@ def test_the_result_comes_back_at_the_terminal_event_while_execd_holds_the_strea
         hold_with_heartbeats(handler)  # execd's grace period, stretched to a minute
 
     execd = execd_with(script)
-    outcome = run_in_thread(
-        lambda: loopback_execd(execd.port).run(
-            "echo hi", timeout_ms=5000, max_output_bytes=100, cwd=None
-        )
-    )
+    outcome = run_in_thread(lambda: run(execd, "echo hi", timeout_ms=5000))
     assert outcome["returned"], "Execd.run waited for the stream to end after the terminal event"
     streamed = outcome["result"]
     assert streamed.abandoned is None
@@ -187,11 +183,7 @@ def test_a_silent_stream_is_abandoned_as_stalled(execd_with, monkeypatch) -> Non
         time.sleep(HOLD)
 
     execd = execd_with(script)
-    outcome = run_in_thread(
-        lambda: loopback_execd(execd.port).run(
-            "x", timeout_ms=600_000, max_output_bytes=100, cwd=None
-        )
-    )
+    outcome = run_in_thread(lambda: run(execd))
     assert outcome["returned"]
     streamed = outcome["result"]
     assert "sent nothing for 0.5s" in streamed.abandoned
@@ -212,11 +204,7 @@ def test_a_silence_is_waited_out_while_execd_answers_its_ping(execd_with, monkey
 
     execd = execd_with(script)
     execd.answers_ping = True
-    outcome = run_in_thread(
-        lambda: loopback_execd(execd.port).run(
-            "x", timeout_ms=600_000, max_output_bytes=100, cwd=None
-        )
-    )
+    outcome = run_in_thread(lambda: run(execd))
     assert outcome["returned"]
     streamed = outcome["result"]
     assert streamed.abandoned is None
@@ -236,11 +224,7 @@ def test_a_silence_with_execd_not_answering_its_ping_is_abandoned_and_says_so(
         time.sleep(HOLD)
 
     execd = execd_with(script)
-    outcome = run_in_thread(
-        lambda: loopback_execd(execd.port).run(
-            "x", timeout_ms=600_000, max_output_bytes=100, cwd=None
-        )
-    )
+    outcome = run_in_thread(lambda: run(execd))
     assert outcome["returned"]
     assert "execd did not answer a ping" in outcome["result"].abandoned
     assert execd.pings == 1
@@ -251,11 +235,7 @@ def test_a_stream_silent_before_its_first_byte_is_abandoned_as_stalled(
 ) -> None:
     monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
     execd = execd_with(lambda handler: time.sleep(HOLD))
-    outcome = run_in_thread(
-        lambda: loopback_execd(execd.port).run(
-            "x", timeout_ms=600_000, max_output_bytes=100, cwd=None
-        )
-    )
+    outcome = run_in_thread(lambda: run(execd))
     assert outcome["returned"]
     assert "sent nothing for 0.5s" in outcome["result"].abandoned
 

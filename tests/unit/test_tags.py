@@ -211,3 +211,15 @@ def test_a_new_sandbox_is_stamped_for_operators_and_carries_tags_only_when_provi
     spec = SandboxSpec(owner=OWNER)
     provisioned = _tags.creation_metadata(spec, workdir="/w")
     assert _tags.decode(provisioned) == _tags.provisioning_tags(spec, workdir="/w")
+
+
+def test_a_tag_value_utf8_cannot_hold_is_refused_with_where() -> None:
+    with pytest.raises(ValueError, match="a lone surrogate at character 2"):
+        _tags.encode({"owner": "ab\ud800c"})
+
+
+def test_damaged_metadata_is_quoted_on_one_bounded_line() -> None:
+    header = "1.0000000x\n[2026-12-01] INFO - forged" + "y" * 10_000
+    with pytest.raises(SandboxError) as raised:
+        _tags.read("sb-1", {_tags.PREFIX + "owner": header}, expires_at=None)
+    assert "\n" not in str(raised.value) and len(str(raised.value)) < 1000

@@ -6,17 +6,17 @@ import datetime
 import ipaddress
 import json
 import ssl
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+from tests.unit.loopback_http import answering_every_get
 
 # What the lifecycle API answers to a listing of sandboxes when it has none.
 EMPTY_LISTING = {
@@ -114,34 +114,8 @@ def make_authority(directory: Path) -> PrivateAuthority:
 @contextmanager
 def https_lifecycle_api(authority: PrivateAuthority) -> Iterator[int]:
     """An HTTPS server on loopback that answers every GET with an empty sandbox listing."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            body = json.dumps(EMPTY_LISTING).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    class Server(ThreadingHTTPServer):
-        def handle_error(self, request: object, client_address: object) -> None:
-            pass  # a client refusing the certificate is what some tests are about
-
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(authority.server_cert_pem, authority.server_key_pem)
-    server = Server(("127.0.0.1", 0), Handler)
-    # The handshake happens in the handler's thread, on first read, so that a client that
-    # refuses the certificate cannot stall the accept loop.
-    server.socket = context.wrap_socket(
-        server.socket, server_side=True, do_handshake_on_connect=False
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    body = json.dumps(EMPTY_LISTING).encode()
+    with answering_every_get(200, "application/json", body, tls=context) as port:
+        yield port

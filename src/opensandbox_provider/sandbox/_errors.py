@@ -14,6 +14,7 @@ builds them in its adapter layer, which is not its public API. A unit test pins 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -37,6 +38,21 @@ _MAX_DETAIL = 500
 _RETRYABLE_STATUSES = frozenset({429, 502, 503})
 # An answer that is not the server's JSON error is quoted this far into the SDK's message.
 _MAX_RAW_BODY = 512
+# What would end a line of the task log, or forge one, if quoted as it came: control
+# characters, Unicode's own line and paragraph separators, and lone surrogates, which no
+# log handler can encode.
+_UNQUOTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def quoted(text: object, limit: int = _MAX_DETAIL) -> str:
+    """
+    Text from the server or the sandbox as an error may quote it: its first ``limit``
+    characters, on one line, with anything that could end the line escaped as Python writes it.
+    """
+    shown = str(text)
+    if len(shown) > limit:
+        shown = shown[:limit] + "..."
+    return _UNQUOTABLE.sub(lambda match: repr(match.group())[1:-1], shown)
 
 
 def status_of(error: BaseException) -> int | None:
@@ -133,9 +149,7 @@ def _detail(error: BaseException) -> str:
         or (error.args[0] if error.args else "")
         or type(error).__name__
     )
-    text = str(text).strip().rstrip(".")
-    if len(text) > _MAX_DETAIL:
-        text = text[:_MAX_DETAIL] + "..."
+    text = quoted(str(text).strip().rstrip("."))
     if isinstance(error, SandboxApiException) and error.status_code is not None:
         code = getattr(sdk_error, "code", None)
         label = f"HTTP {error.status_code}" + (

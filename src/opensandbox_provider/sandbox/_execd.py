@@ -18,16 +18,18 @@ from __future__ import annotations
 import json
 import posixpath
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
 
-from opensandbox_provider.sandbox._errors import as_sandbox_errors
+from opensandbox_provider.sandbox._deadline import Deadline, bounded_by
+from opensandbox_provider.sandbox._errors import as_sandbox_errors, quoted
 from opensandbox_provider.sandbox._events import EventParser
-from opensandbox_provider.sandbox._http import SandboxHttp, iter_body, read_at_most
+from opensandbox_provider.sandbox._http import SandboxHttp, iter_body, iter_raw, read_at_most
 from opensandbox_provider.sandbox._outcome import StreamedCommand
 
 if TYPE_CHECKING:
@@ -107,7 +109,10 @@ class Execd:
         """
         timeout = min(self._http.request_timeout, max(within, MIN_PING_TIMEOUT))
         try:
-            response = self._http.request("GET", EXECD_PORT, "/ping", timeout=timeout)
+            # For the whole answer, not each read of it: a ping answered a byte at a time is
+            # not an answer.
+            with bounded_by(time.monotonic() + timeout):
+                response = self._http.request("GET", EXECD_PORT, "/ping", timeout=timeout)
         except httpx.TransportError:
             return False
         if response.status_code in (401, 403):
@@ -161,17 +166,22 @@ class Execd:
 
         try:
             # execd answers a command it accepted with exactly 200
-            # (docs/execd-wire.rst, wire-command-request).
-            with self._http.stream(
-                "POST",
-                EXECD_PORT,
-                "/command",
-                "Run command",
-                json=body,
-                headers=_EVENT_STREAM_HEADERS,
-                timeout=timeouts,
-                expect=200,
-            ) as response:
+            # (docs/execd-wire.rst, wire-command-request). The backstop bounds every read,
+            # the headers' and the chunk framing's too, so nothing the sandbox sends can
+            # stretch it.
+            with (
+                bounded_by(give_up_at),
+                self._http.stream(
+                    "POST",
+                    EXECD_PORT,
+                    "/command",
+                    "Run command",
+                    json=body,
+                    headers=_EVENT_STREAM_HEADERS,
+                    timeout=timeouts,
+                    expect=200,
+                ) as response,
+            ):
                 _require_event_stream(response)
                 for chunk in iter_body(response, STALL_WINDOW, still_alive):
                     parser.feed(chunk)
@@ -180,7 +190,7 @@ class Execd:
                     if time.monotonic() > give_up_at:
                         return StreamedCommand(parser, abandoned=overran)
         except httpx.ReadTimeout:
-            if past_budget:
+            if past_budget or time.monotonic() >= give_up_at:
                 return StreamedCommand(parser, abandoned=overran)
             stalled = (
                 f"the sandbox sent nothing for {STALL_WINDOW:g}s, not even execd's heartbeat, "
@@ -190,21 +200,24 @@ class Execd:
         parser.close()
         return StreamedCommand(parser, abandoned=None)
 
-    def file_info(self, path: str, *, purpose: str) -> FileInfo:
+    def file_info(self, path: str, *, purpose: str, deadline: Deadline) -> FileInfo:
         """What ``path`` is; ``purpose`` completes "Could not ..." in an error's message."""
         body = self._read(
-            "/files/info", "Get file info", f"{purpose} {path!r}", path, MAX_INFO_BODY
+            "/files/info", "Get file info", f"{purpose} {path!r}", path, MAX_INFO_BODY, deadline
         )
         # The answer is keyed by the path as it was asked for (docs/execd-wire.rst, wire-info).
         infos = _json(body)
         entry = infos.get(path) if isinstance(infos, dict) else None
         if not isinstance(entry, dict) or not isinstance(entry.get("size"), int):
             raise SandboxError(
-                f"The sandbox did not describe {path!r} in a form this backend reads."
+                f"The sandbox did not describe {path!r} in a form this backend reads: "
+                f"{_what_came(body, infos, MAX_INFO_BODY)}."
             )
         return FileInfo(kind=str(entry.get("type")), size=entry["size"])
 
-    def download(self, path: str, *, max_bytes: int) -> Generator[bytes, None, None]:
+    def download(
+        self, path: str, *, max_bytes: int, deadline: Deadline
+    ) -> Generator[bytes, None, None]:
         """
         The first ``max_bytes + 1`` bytes of ``path``, as they arrive.
 
@@ -212,7 +225,11 @@ class Execd:
         never taken for a failed download. A range from byte 0 is always satisfiable, and
         execd answers it with a 200 or a 206 alike (docs/execd-wire.rst, wire-range).
         """
-        with as_sandbox_errors(f"read {path!r}", missing=lambda: NoSuchPath(path)):
+        doing = f"read {path!r}"
+        with (
+            by_deadline(deadline, doing),
+            as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)),
+        ):
             with self._http.stream(
                 "GET",
                 EXECD_PORT,
@@ -223,14 +240,18 @@ class Execd:
             ) as response:
                 # As httpcore reads them, at most 64 KiB each: re-cutting them to a fixed size
                 # would copy every byte once more for no bound that is not already there.
-                yield from response.iter_raw()
+                yield from iter_raw(response)
 
-    def upload(self, path: str, content: bytes) -> None:
+    def upload(self, path: str, content: bytes, *, deadline: Deadline) -> None:
         """
         Write ``content`` to ``path``, creating its parent directories
         (docs/execd-wire.rst, wire-upload).
         """
-        with as_sandbox_errors(f"write {path!r}", missing=lambda: NoSuchPath(path)):
+        doing = f"write {path!r}"
+        with (
+            by_deadline(deadline, doing),
+            as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)),
+        ):
             self._sandbox.files.write_file(path, content, mode=644)
 
     def create_working_directory(self, path: str) -> None:
@@ -244,7 +265,7 @@ class Execd:
         with as_sandbox_errors(f"create the working directory {path!r}", terminal=True):
             self._sandbox.files.create_directories([WriteEntry(path=path, mode=755)])
 
-    def list_directory(self, path: str, *, limit: int) -> list[Entry] | None:
+    def list_directory(self, path: str, *, limit: int, deadline: Deadline) -> list[Entry] | None:
         """
         The names directly in ``path``, or ``None`` when it holds more than ``limit``.
 
@@ -253,14 +274,21 @@ class Execd:
         directory of a million names would be a million objects before any cap could apply.
         """
         body = self._read(
-            "/directories/list", "List directory", f"list {path!r}", path, MAX_LIST_BODY, depth="1"
+            "/directories/list",
+            "List directory",
+            f"list {path!r}",
+            path,
+            MAX_LIST_BODY,
+            deadline,
+            depth="1",
         )
         if body is None:
             return None
         entries = _json(body)
         if not isinstance(entries, list):
             raise SandboxError(
-                f"The sandbox answered a listing of {path!r} with something other than a list."
+                f"The sandbox answered a listing of {path!r} with something other than a list: "
+                f"{_what_came(body, entries, MAX_LIST_BODY)}."
             )
         if len(entries) > limit:
             return None
@@ -275,14 +303,44 @@ class Execd:
         ]
 
     def _read(
-        self, route: str, operation: str, doing: str, path: str, limit: int, **query: str
+        self,
+        route: str,
+        operation: str,
+        doing: str,
+        path: str,
+        limit: int,
+        deadline: Deadline,
+        **query: str,
     ) -> bytes | None:
         """The body of a GET about ``path``, or ``None`` once it runs past ``limit`` bytes."""
-        with as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)):
+        with (
+            by_deadline(deadline, doing),
+            as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)),
+        ):
             with self._http.stream(
                 "GET", EXECD_PORT, route, operation, params={"path": path, **query}
             ) as response:
                 return read_at_most(response, limit)
+
+
+@contextmanager
+def by_deadline(deadline: Deadline, doing: str) -> Iterator[None]:
+    """
+    Bound every read and write in the block by ``deadline``; ``doing`` completes "Could not ...".
+
+    Once it has passed, whatever failed in the block failed for it, and says so: the sandbox
+    was answering too slowly, which the model may work around with a smaller request.
+    """
+    with bounded_by(deadline.at):
+        try:
+            yield
+        except Exception as e:
+            if not deadline.passed():
+                raise
+            raise SandboxError(
+                f"Could not {doing}: the sandbox had not finished answering after the "
+                f"{deadline.seconds:g}s allowed, so the request was given up."
+            ) from e
 
 
 def _json(body: bytes | None) -> Any:
@@ -295,11 +353,20 @@ def _json(body: bytes | None) -> Any:
         return None
 
 
+def _what_came(body: bytes | None, parsed: object, limit: int) -> str:
+    """What an answer that could not be used held, in a few words, for an error's message."""
+    if body is None:
+        return f"its answer ran past {limit} bytes"
+    if parsed is None and body.strip() != b"null":
+        return f"its answer is not JSON ('{quoted(body.decode('utf-8', 'replace'), 80)}')"
+    return f"its answer is JSON of another shape ('{quoted(body.decode('utf-8', 'replace'), 80)}')"
+
+
 def _require_event_stream(response: httpx.Response) -> None:
     content_type = response.headers.get("content-type", "")
     if "text/event-stream" not in content_type:
         raise SandboxTerminalError(
-            f"The sandbox answered a command with Content-Type {content_type!r} rather than an "
-            "event stream, so what answers on its execd port is not execd. Check the execd image "
-            "the OpenSandbox server is configured with."
+            f"The sandbox answered a command with Content-Type '{quoted(content_type, 200)}' "
+            "rather than an event stream, so what answers on its execd port is not execd. Check "
+            "the execd image the OpenSandbox server is configured with."
         )

@@ -18,6 +18,7 @@ import h11
 import httpcore
 import httpx
 
+from opensandbox_provider.sandbox import _deadline
 from opensandbox_provider.sandbox._chunked import ChunkedDecoder
 from opensandbox_provider.sandbox._errors import api_exception
 
@@ -132,17 +133,20 @@ def iter_body(
     exceptions either way: :class:`httpx.ReadTimeout` after ``read_timeout`` seconds with
     nothing read, :class:`httpx.RemoteProtocolError` for a body that ends early. On the
     socket path, ``still_alive`` is asked after each such silence first, and reading goes on
-    while it says yes: a socket read that timed out leaves the connection as it was.
+    while it says yes: a socket read that timed out leaves the connection as it was. Every
+    read, whatever it brings, ends by the current call's deadline (see :mod:`._deadline`).
     """
     socket_stream = _socket_stream(response)
     if socket_stream is None:
-        yield from response.iter_raw()
+        yield from iter_raw(response)
         return
     already_read, network_stream = socket_stream
     decoder = ChunkedDecoder()
     while not decoder.done:
         try:
-            data = already_read or _read_socket(network_stream, read_timeout)
+            data = already_read or _read_socket(
+                network_stream, _deadline.read_timeout(read_timeout)
+            )
         except httpx.ReadTimeout:
             if still_alive is not None and still_alive():
                 continue
@@ -195,10 +199,22 @@ def _read_socket(network_stream: httpcore.NetworkStream, read_timeout: float) ->
         raise httpx.ReadError(str(error)) from error
 
 
+def iter_raw(response: httpx.Response) -> Iterator[bytes]:
+    """
+    The body as httpx reads it, checking the current call's deadline after every piece.
+
+    On a transport whose connections keep deadlines the reads themselves do; on any other,
+    this is what ends a body that trickles in.
+    """
+    for chunk in response.iter_raw():
+        _deadline.check()
+        yield chunk
+
+
 def read_at_most(response: httpx.Response, limit: int) -> bytes | None:
     """The body, or ``None`` once it runs past ``limit`` bytes, having read no further."""
     body = bytearray()
-    for chunk in response.iter_raw():
+    for chunk in iter_raw(response):
         body += chunk
         if len(body) > limit:
             return None
@@ -208,7 +224,7 @@ def read_at_most(response: httpx.Response, limit: int) -> bytes | None:
 def api_error(response: httpx.Response, operation: str) -> Exception:
     """The SDK's exception for an error answer, read no further than :data:`MAX_ERROR_BODY`."""
     body = bytearray()
-    for chunk in response.iter_raw():
+    for chunk in iter_raw(response):
         body += chunk
         if len(body) >= MAX_ERROR_BODY:
             break

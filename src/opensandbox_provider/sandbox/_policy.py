@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
-from opensandbox_provider.sandbox._errors import status_of, to_sandbox_error
+from opensandbox_provider.sandbox._errors import quoted, status_of, to_sandbox_error
 from opensandbox_provider.sandbox._http import SandboxHttp, read_at_most
 
 if TYPE_CHECKING:
@@ -239,5 +239,4 @@ def _normalized(target: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = str(value)
-    return text if len(text) <= 200 else text[:200] + "..."
+    return quoted(value, 200)

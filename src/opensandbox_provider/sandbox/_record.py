@@ -14,6 +14,7 @@ from opensandbox_provider.sandbox._http import SandboxHttp
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
+    from opensandbox.models.sandboxes import NetworkPolicy
 
 
 @dataclass
@@ -25,6 +26,9 @@ class SandboxRecord:
     expires_at: float | None
     # Where commands run and relative paths resolve; None for execd's own directory.
     workdir: str | None = None
+    # The deny-by-default policy its sidecar was shown to enforce at create (here, or by the
+    # task that provisioned it), re-checked after every command; None for an open spec.
+    proven_policy: NetworkPolicy | None = None
     # The sandbox's own services: the egress sidecar is read through http, execd through execd.
     http: SandboxHttp = field(init=False)
     execd: Execd = field(init=False)

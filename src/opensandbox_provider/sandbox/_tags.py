@@ -37,6 +37,7 @@ from airflow.providers.common.ai.sandbox.base import (
     OWNER_TAG,
     WORKDIR_TAG,
     SandboxError,
+    decode_network_policy,
     encode_network_policy,
 )
 
@@ -63,6 +64,8 @@ _ALNUM = frozenset(string.ascii_letters + string.digits)
 _NAME = re.compile(r"[a-z0-9]([a-z0-9_]{0,54}[a-z0-9])?")
 _HEADER = re.compile(r"(0|[1-9][0-9]*)\.([0-9a-f]{8})")
 _ESCAPED_BYTE = re.compile(r"\.([0-9A-F]{2})")
+# Metadata the server returns is quoted into an error this far, its repr keeping it on one line.
+_QUOTED = 100
 
 
 class DamagedTagError(ValueError):
@@ -78,6 +81,13 @@ def encode(tags: Mapping[str, str]) -> dict[str, str]:
                 f"Tag name {name!r} cannot be stored as sandbox metadata: use 1 to 56 lowercase "
                 "letters, digits and underscores, starting and ending with a letter or digit."
             )
+        try:
+            value.encode()
+        except UnicodeEncodeError as e:
+            raise ValueError(
+                f"Tag {name!r} cannot be stored as sandbox metadata: its value is not text UTF-8 "
+                f"can encode (a lone surrogate at character {e.start})."
+            ) from e
         chunks = _chunks(value)
         metadata[PREFIX + name] = f"{len(chunks)}.{_checksum(value)}"
         for index, chunk in enumerate(chunks):
@@ -100,7 +110,9 @@ def decode(metadata: Mapping[str, str]) -> dict[str, str]:
             continue
         match = _HEADER.fullmatch(header)
         if match is None:
-            raise DamagedTagError(f"Metadata key {key!r} holds {header!r}, not a tag header.")
+            raise DamagedTagError(
+                f"Metadata key {key[:_QUOTED]!r} holds {header[:_QUOTED]!r}, not a tag header."
+            )
         count, checksum = int(match[1]), match[2]
         raw = b"".join(_unescape(metadata, f"{key}.{index}") for index in range(count))
         try:
@@ -151,6 +163,17 @@ def provisioning_tags(spec: SandboxSpec, *, workdir: str | None) -> dict[str, st
     if workdir is not None:
         tags[WORKDIR_TAG] = workdir
     return tags
+
+
+def stamped_network(metadata: Mapping[str, str] | None) -> SandboxSpec | None:
+    """The network fields a provisioned sandbox was created with, or ``None`` if unstamped."""
+    try:
+        tags = decode(metadata or {})
+        value = tags.get(NETWORK_TAG) if OWNER_TAG in tags else None
+        return decode_network_policy(value) if value else None
+    except (DamagedTagError, ValueError):
+        # attach reports damage; without a readable stamp there is nothing to compare with.
+        return None
 
 
 def stamped_workdir(metadata: Mapping[str, str] | None, *, default: str | None) -> str | None:
@@ -207,7 +230,7 @@ def _close(body: str) -> str:
 def _unescape(metadata: Mapping[str, str], key: str) -> bytes:
     chunk = metadata.get(key)
     if chunk is None or not chunk.startswith(_LEAD):
-        raise DamagedTagError(f"Metadata key {key!r} is missing or is not a tag chunk.")
+        raise DamagedTagError(f"Metadata key {key[:_QUOTED]!r} is missing or is not a tag chunk.")
     body = chunk[len(_LEAD) :]
     raw = bytearray()
     position = 0
@@ -220,7 +243,9 @@ def _unescape(metadata: Mapping[str, str], key: str) -> bytes:
             raw.append(ord(body[position]))
             position += 1
         else:
-            raise DamagedTagError(f"Metadata key {key!r} holds {chunk!r}, not a tag chunk.")
+            raise DamagedTagError(
+                f"Metadata key {key[:_QUOTED]!r} holds {chunk[:_QUOTED]!r}, not a tag chunk."
+            )
     return bytes(raw)
 
 

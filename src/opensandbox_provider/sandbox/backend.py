@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from contextlib import closing, contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -23,12 +23,14 @@ from airflow.providers.common.ai.sandbox.base import (
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _arguments, _policy, _tags
+from opensandbox_provider.sandbox._deadline import Deadline
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
 from opensandbox_provider.sandbox._execd import EXECD_PORT, FileInfo, NoSuchPath
 from opensandbox_provider.sandbox._lease import Leases
 from opensandbox_provider.sandbox._limits import (
+    MIN_EXPORT_ALLOWANCE,
     check_export_deadline,
-    export_deadline,
+    export_allowance,
     validate_positive_finite,
 )
 from opensandbox_provider.sandbox._outcome import command_result, log_line
@@ -163,6 +165,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def create(self, *, spec: SandboxSpec | None = None) -> str:
         policy = _policy.network_policy(spec)
         env = _arguments.environment(spec)
+        try:
+            metadata = _tags.creation_metadata(spec, workdir=self.workdir)
+        except ValueError as e:
+            raise SandboxTerminalError(f"Could not create a sandbox: {e}") from e
         config = self._connection_config()
         started = time.monotonic()
         with as_sandbox_errors("create a sandbox", terminal=True):
@@ -174,7 +180,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     timeout=timedelta(seconds=self.sandbox_timeout),
                     ready_timeout=timedelta(seconds=self.ready_timeout),
                     env=env,
-                    metadata=_tags.creation_metadata(spec, workdir=self.workdir),
+                    metadata=metadata,
                     resource={"cpu": self.cpu, "memory": self.memory},
                     network_policy=policy,
                     connection_config=config,
@@ -198,6 +204,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             waited = self._wait_until_ready(record, deadline=time.monotonic() + self.ready_timeout)
             if policy is not None:
                 _policy.require_enforced(record.http, policy, sandbox=sdk.id)
+                record.proven_policy = policy
                 log.info(
                     "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
                     sdk.id,
@@ -264,6 +271,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             sdk,
             expires_at=monotonic_expiry(info.expires_at),
             workdir=_tags.stamped_workdir(info.metadata, default=self.workdir),
+            # Its creator proved this policy before provisioning it; it is held to it here too.
+            proven_policy=_policy.network_policy(_tags.stamped_network(info.metadata)),
         )
         with self._lock:
             kept = self._sandboxes.setdefault(handle, record)
@@ -338,6 +347,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if streamed.abandoned is None:
             line = log_line(command, streamed, result, elapsed=elapsed, applied=applied)
             log.info("Sandbox %s: %s.", sandbox, line)
+            self._recheck_policy(record, after=line)
         return result
 
     def start_command(self, sandbox: str, command: str, *, timeout: float) -> str:
@@ -380,38 +390,57 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         record = self._sandbox(sandbox)
         return record, max(1, round(record.fit_to_lifetime(timeout) * 1000))
 
+    def _recheck_policy(self, record: SandboxRecord, *, after: str) -> None:
+        """Destroy the sandbox if its sidecar no longer enforces the policy proven at create."""
+        # The guest shares the sidecar's network namespace, and a server configured without
+        # an egress token lets it rewrite the policy; so does anyone holding the sandbox's
+        # endpoint. One small read after each command catches it before the next one runs.
+        if record.proven_policy is None:
+            return
+        problem = _policy.unenforced(record.http, record.proven_policy)
+        if problem is None:
+            return
+        sandbox = record.sdk.id
+        log.warning(
+            "Sandbox %s: its network policy changed after a command; destroying it.", sandbox
+        )
+        self._destroy_quietly(sandbox, after="its network policy changed")
+        raise SandboxTerminalError(
+            f"Sandbox {sandbox} no longer enforces the network policy it was created with, so "
+            f"it was destroyed after its command ({after}): {problem}"
+        )
+
     # ------------------------------------------------------------------
     # Files
     # ------------------------------------------------------------------
 
     def read_file(self, sandbox: str, path: str, *, max_bytes: int) -> bytes:
         data = bytearray()
-        with self._download(sandbox, path, max_bytes=max_bytes, purpose="read") as (
-            path,
-            entry,
-            chunks,
-        ):
-            for chunk in chunks:
+        with self._download(sandbox, path, max_bytes=max_bytes, purpose="read") as transfer:
+            for chunk in transfer.chunks:
                 data += chunk
                 if len(data) > max_bytes:
                     break
         if len(data) > max_bytes:
             # A symlink's size is its target path's length, and a file may grow after it was
             # sized; either way the overflow byte arrived.
-            raise SandboxFileTooLargeError(path, max(entry.size, len(data)), max_bytes)
+            size = max(transfer.entry.size, len(data))
+            raise SandboxFileTooLargeError(transfer.path, size, max_bytes)
         return bytes(data)
 
     def write_file(self, sandbox: str, path: str, content: bytes) -> None:
         record = self._sandbox(sandbox)
         path = record.resolve(path)
+        deadline = Deadline.after(export_allowance(len(content)))
         with self._unless_gone(record):
-            record.execd.upload(path, content)
+            record.execd.upload(path, content, deadline=deadline)
 
     def list_directory(self, sandbox: str, path: str) -> list[tuple[str, bool]]:
         record = self._sandbox(sandbox)
         path = record.resolve(path)
+        deadline = Deadline.after(MIN_EXPORT_ALLOWANCE)
         with self._unless_gone(record):
-            entries = record.execd.list_directory(path, limit=MAX_LIST_ENTRIES)
+            entries = record.execd.list_directory(path, limit=MAX_LIST_ENTRIES, deadline=deadline)
         if entries is None:
             raise SandboxError(
                 f"{path!r} holds more than {MAX_LIST_ENTRIES} entries, too many to list. List a "
@@ -423,14 +452,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def export_file(self, sandbox: str, path: str, dest: BinaryIO, *, max_bytes: int) -> int:
         """Copy a regular file out through execd's download API, under the whole-copy deadline."""
         written = 0
-        with self._download(sandbox, path, max_bytes=max_bytes, purpose="export") as (
-            path,
-            entry,
-            chunks,
-        ):
-            deadline = export_deadline(max_bytes)
-            for chunk in chunks:
-                check_export_deadline(path, deadline, max_bytes)
+        with self._download(sandbox, path, max_bytes=max_bytes, purpose="export") as transfer:
+            path, entry = transfer.path, transfer.entry
+            for chunk in transfer.chunks:
+                check_export_deadline(path, transfer.deadline.at, max_bytes)
                 if written + len(chunk) > max_bytes:
                     raise SandboxFileTooLargeError(path, written + len(chunk), max_bytes)
                 dest.write(chunk)
@@ -443,27 +468,33 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     @contextmanager
     def _download(
         self, sandbox: str, path: str, *, max_bytes: int, purpose: str
-    ) -> Iterator[tuple[str, FileInfo, Iterator[bytes]]]:
+    ) -> Iterator[_Transfer]:
         """
-        The path as resolved, what it is, and its first ``max_bytes + 1`` bytes as they
-        arrive; a file that says it is larger is refused before any of it is transferred.
+        The first ``max_bytes + 1`` bytes of ``path`` as they arrive; a file that says it is
+        larger is refused before any of it is transferred.
+
+        The description and every byte of the transfer count against one deadline, the one
+        common-ai gives its own export, for a read as for an export.
         """
         validate_positive_finite(max_bytes, "max_bytes")
         record = self._sandbox(sandbox)
+        deadline = Deadline.after(export_allowance(max_bytes))
         path = record.resolve(path)
-        entry = self._regular_file(record, path, purpose=purpose)
+        entry = self._regular_file(record, path, purpose=purpose, deadline=deadline)
         if entry.kind == "file" and entry.size > max_bytes:
             raise SandboxFileTooLargeError(path, entry.size, max_bytes)
         with (
             self._unless_gone(record),
-            closing(record.execd.download(path, max_bytes=max_bytes)) as chunks,
+            closing(record.execd.download(path, max_bytes=max_bytes, deadline=deadline)) as chunks,
         ):
-            yield path, entry, chunks
+            yield _Transfer(path, entry, chunks, deadline)
 
-    def _regular_file(self, record: SandboxRecord, path: str, *, purpose: str) -> FileInfo:
+    def _regular_file(
+        self, record: SandboxRecord, path: str, *, purpose: str, deadline: Deadline
+    ) -> FileInfo:
         """What ``path`` is, refusing anything that is not a file or a link to one."""
         with self._unless_gone(record):
-            info = record.execd.file_info(path, purpose=purpose)
+            info = record.execd.file_info(path, purpose=purpose, deadline=deadline)
         if info.kind == "directory":
             raise SandboxError(f"{path!r} is a directory. Use list_directory to see what is in it.")
         if info.kind not in ("file", "symlink"):
@@ -503,7 +534,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         wanted = {name: value for name, value in tags.items() if name != EXPIRES_AT_TAG}
         doing = f"write the tags of sandbox {sandbox}"
         current = self._info(sandbox, doing=doing).metadata or {}
-        changes = _tags.patch(current, wanted)
+        try:
+            changes = _tags.patch(current, wanted)
+        except ValueError as e:
+            raise SandboxError(f"Could not {doing}: {e}") from e
         if changes:
             with self._manager(doing) as manager:
                 manager.patch_sandbox_metadata(sandbox, changes)
@@ -608,6 +642,17 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 after,
                 exc_info=True,
             )
+
+
+@dataclass(frozen=True)
+class _Transfer:
+    """A download under way: the path as resolved, what execd says it is, and its bytes."""
+
+    path: str
+    entry: FileInfo
+    chunks: Iterator[bytes]
+    # The whole call's, description and transfer alike.
+    deadline: Deadline
 
 
 def _ended_under_command(record: SandboxRecord) -> SandboxTerminalError:

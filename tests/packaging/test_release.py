@@ -1,0 +1,138 @@
+"""What a release uploads: reproducible archives that pass twine, metadata an index shows, a wheel
+of the package alone, and a backend that imports quickly and leaves the SDK unloaded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+import tomllib
+import zipfile
+from email.message import Message
+from email.parser import HeaderParser
+from pathlib import Path
+
+import pytest
+
+from tests.packaging import importtime
+from tests.packaging.conftest import REPO, Dists, Venv
+from tests.unit.test_dag_parse import DAG_FILE
+
+pytestmark = pytest.mark.slow
+
+PACKAGE = "opensandbox_provider"
+# The budget for importing the backend in a process that has imported Airflow, as every Dag
+# file has: the dag-processor pays it once per parsing process.
+IMPORT_BUDGET_SECONDS = 2.0
+BACKEND_MODULE = "opensandbox_provider.sandbox.backend"
+
+
+def project() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+def wheel_metadata(dists: Dists) -> Message:
+    with zipfile.ZipFile(dists.wheel) as wheel:
+        (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+        return HeaderParser().parsestr(wheel.read(name).decode())
+
+
+def sdist_root_file(dists: Dists, name: str) -> bytes:
+    """A file at the top of the sdist, beside ``pyproject.toml``."""
+    with tarfile.open(dists.sdist) as sdist:
+        (member,) = [m for m in sdist.getmembers() if m.name.split("/")[1:] == [name]]
+        extracted = sdist.extractfile(member)
+        assert extracted is not None
+        return extracted.read()
+
+
+def sdist_metadata(dists: Dists) -> Message:
+    return HeaderParser().parsestr(sdist_root_file(dists, "PKG-INFO").decode())
+
+
+def test_two_builds_of_the_same_commit_are_identical_byte_for_byte(
+    builds: tuple[Dists, Dists],
+) -> None:
+    first, second = builds
+    assert first.sdist.name == second.sdist.name
+    assert first.sdist.read_bytes() == second.sdist.read_bytes()
+    assert first.wheel.name == second.wheel.name
+    assert first.wheel.read_bytes() == second.wheel.read_bytes()
+
+
+def test_twine_passes_both_archives_with_warnings_as_errors(dists: Dists) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(dists.sdist), str(dists.wheel)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if "No module named twine" in result.stderr:
+        pytest.fail("twine is not installed; `make setup` installs it from the pins.")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("PASSED") == 2, result.stdout
+
+
+def test_both_archives_carry_the_version_classifiers_and_project_urls(dists: Dists) -> None:
+    declared = project()
+    for metadata in (wheel_metadata(dists), sdist_metadata(dists)):
+        assert metadata["Version"] == declared["version"]
+        assert metadata.get_all("Classifier") == declared["classifiers"]
+        urls = dict(entry.split(", ", 1) for entry in metadata.get_all("Project-URL"))
+        assert urls == declared["urls"]
+        assert set(urls) == {"Documentation", "Source", "Changelog", "Issues"}
+        assert metadata["License-Expression"] == "Apache-2.0"
+
+
+def test_both_archives_carry_the_license_file(dists: Dists) -> None:
+    license_text = (REPO / "LICENSE").read_bytes()
+    assert wheel_metadata(dists).get_all("License-File") == ["LICENSE"]
+    assert sdist_metadata(dists).get_all("License-File") == ["LICENSE"]
+    with zipfile.ZipFile(dists.wheel) as wheel:
+        (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert wheel.read(name) == license_text
+    assert sdist_root_file(dists, "LICENSE") == license_text
+
+
+def test_the_wheel_holds_the_package_and_its_metadata_and_nothing_else(dists: Dists) -> None:
+    with zipfile.ZipFile(dists.wheel) as wheel:
+        names = wheel.namelist()
+    dist_info = f"airflow_provider_opensandbox-{project()['version']}.dist-info"
+    assert {name.split("/", 1)[0] for name in names} == {PACKAGE, dist_info}
+    # File for file the package's sources: no tests, dev/ stack, docs build or benchmarks
+    # hide inside it either.
+    sources = {
+        path.relative_to(REPO / "src").as_posix() for path in (REPO / "src" / PACKAGE).rglob("*.py")
+    }
+    assert {name for name in names if name.startswith(f"{PACKAGE}/")} == sources
+    for unwanted in ("tests/", "dev/", "benchmarks/", "docs/", "_build/", "system_tests/"):
+        assert not [name for name in names if unwanted in name], unwanted
+
+
+def test_the_backend_imports_within_its_budget_and_without_the_sdk(with_extra: Venv) -> None:
+    program = f"import airflow\nimport {BACKEND_MODULE}"
+    # pip compiles bytecode at install time and uv does not: one run writes it, as pip would
+    # have, so that the measured run times imports rather than compilation.
+    with_extra.run("-c", program, env={"PYTHONDONTWRITEBYTECODE": ""})
+    result = with_extra.run("-X", "importtime", "-c", program)
+    names = {entry.name for entry in importtime.imports(result.stderr)}
+    assert BACKEND_MODULE in names
+    assert "airflow.providers.common.ai.sandbox.base" in names
+    assert not [n for n in names if n == "opensandbox" or n.startswith("opensandbox.")]
+    backend = importtime.seconds_after(result.stderr, "airflow")
+    everything = importtime.top_level_seconds(result.stderr)
+    assert backend < IMPORT_BUDGET_SECONDS, (
+        f"importing the backend after Airflow took {backend:.2f} s "
+        f"({everything:.2f} s with Airflow and the interpreter's start-up)"
+    )
+
+
+def test_a_dag_file_constructing_the_installed_backend_imports_no_sdk_module(
+    with_extra: Venv, tmp_path: Path
+) -> None:
+    dag = tmp_path / "constructs_the_backend.py"
+    dag.write_text(DAG_FILE)
+    seen = json.loads(with_extra.run(str(dag)).stdout.splitlines()[-1])
+    assert seen["installed"], "the extra did not install the SDK, so this proves nothing"
+    assert seen["loaded"] == []
