@@ -18,8 +18,9 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-provider-opensandbox",
         "name": "OpenSandbox",
         "description": (
-            "OpenSandbox backend for the SandboxToolset of apache-airflow-providers-common-ai: "
-            "agent shell and file tools in sandboxes on a self-hosted OpenSandbox server."
+            "Sandboxes on a self-hosted OpenSandbox server: the backend for the SandboxToolset of "
+            "apache-airflow-providers-common-ai, an operator and a deferrable trigger for a "
+            "command, and the @task.opensandbox decorator."
         ),
         "versions": [__version__],
         "integrations": [
@@ -33,6 +34,24 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": "OpenSandbox",
                 "python-modules": ["opensandbox_provider.hooks.opensandbox"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "OpenSandbox",
+                "python-modules": ["opensandbox_provider.operators.opensandbox"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "OpenSandbox",
+                "python-modules": ["opensandbox_provider.triggers.opensandbox"],
+            }
+        ],
+        "task-decorators": [
+            {
+                "class-name": "opensandbox_provider.decorators.opensandbox.opensandbox_task",
+                "name": "opensandbox",
             }
         ],
         "connection-types": [

@@ -168,7 +168,7 @@ def test_one_backend_makes_one_lifecycle_client_and_closes_it_when_it_is_done(li
     backend = OpenSandboxBackend(NOWHERE)
     for _ in range(3):
         backend.read_tags("sb-1")
-        backend._renew("sb-1")
+        backend.renew("sb-1")
     backend.write_tags("sb-1", {"note": "kept"})
     backend.destroy("sb-1")
 
@@ -185,7 +185,7 @@ def test_a_renewal_never_moves_the_expiry_earlier_than_the_server_has_it(lifecyc
     settings["left"] = 7200.0
     backend = OpenSandboxBackend(NOWHERE, sandbox_timeout=600)
 
-    assert backend._renew("sb-1")
+    assert backend.renew("sb-1")
     assert made[0].renewals == []
 
 
@@ -194,5 +194,5 @@ def test_a_renewal_uses_the_lease_its_creator_stamped(lifecycles):
     settings.update(left=30.0, metadata={_tags.LEASE_KEY: "7200"})
     backend = OpenSandboxBackend(NOWHERE, sandbox_timeout=600)
 
-    assert backend._renew("sb-1")
+    assert backend.renew("sb-1")
     assert made[0].renewals == [7200.0]

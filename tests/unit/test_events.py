@@ -268,6 +268,19 @@ def test_a_plain_looking_frame_with_more_fields_is_still_read() -> None:
     assert parser.stdout.text() == "one\ntwo\nthree\n"
 
 
+@pytest.mark.parametrize("split", [1, 7, 65536])
+def test_output_is_handed_on_as_it_is_parsed_before_it_is_bounded(split: int) -> None:
+    seen: list[tuple[str, bytes]] = []
+    parser = EventParser(4, on_output=lambda stream, data: seen.append((stream, data)))
+    stream = frame("stdout", "first line") + frame("stderr", "oops") + frame("stdout", "second")
+    for start in range(0, len(stream), split):
+        parser.feed(stream[start : start + split])
+    assert b"".join(data for kind, data in seen if kind == "stdout") == b"first line\nsecond\n"
+    assert b"".join(data for kind, data in seen if kind == "stderr") == b"oops\n"
+    # Nothing had ended yet: each line was handed on as soon as its frame was complete.
+    assert parser.ending is None and parser.stdout.text() == "ond\n"
+
+
 # Escapes a JSON encoder may write, including those Go's never does (``\/``, upper-case hex) and
 # surrogates alone, which JSON allows and which decode to no character UTF-8 can hold.
 _ESCAPED_PIECES = [

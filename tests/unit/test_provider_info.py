@@ -79,3 +79,23 @@ def test_airflow_discovers_the_provider_and_its_hook() -> None:
     hook = ProvidersManagerTaskRuntime().hooks["opensandbox"]
     assert hook is not None
     assert hook.hook_class_name == connection_type()["hook-class-name"]
+
+
+def test_every_module_and_class_the_provider_info_names_imports() -> None:
+    info = get_provider_info()
+    for section in ("hooks", "operators", "triggers"):
+        for entry in info[section]:
+            for module in entry["python-modules"]:
+                importlib.import_module(module)
+    (decorator,) = info["task-decorators"]
+    module, _, name = decorator["class-name"].rpartition(".")
+    assert callable(getattr(importlib.import_module(module), name))
+    assert decorator["name"] == "opensandbox"
+
+
+def test_airflow_offers_the_decorator_as_task_opensandbox() -> None:
+    from airflow.sdk import task
+
+    from opensandbox_provider.decorators.opensandbox import opensandbox_task
+
+    assert task.opensandbox is opensandbox_task

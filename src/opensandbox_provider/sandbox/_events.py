@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 SEPARATOR = b"\n\n"
@@ -54,16 +55,24 @@ _PLAIN_TEXTS = {
 
 
 class BoundedTail:
-    """The last ``max_bytes`` bytes appended, with whether anything before them was dropped."""
+    """
+    The last ``max_bytes`` bytes appended, with whether anything before them was dropped.
 
-    def __init__(self, max_bytes: int) -> None:
+    ``sink``, when given, is handed every piece as it is appended, whole lines as execd sent
+    them, so a caller can show output while the command still runs.
+    """
+
+    def __init__(self, max_bytes: int, sink: Callable[[bytes], None] | None = None) -> None:
         self.max_bytes = max_bytes
         self.total = 0
         self._dropped = False
         self._data = bytearray()
+        self._sink = sink
 
     def append(self, data: bytes) -> None:
         self.total += len(data)
+        if self._sink is not None:
+            self._sink(data)
         if len(data) >= self.max_bytes:
             self._data[:] = data[-self.max_bytes :]
             return
@@ -131,11 +140,16 @@ class EventParser:
     Feed it bytes in any split with :meth:`feed` and call :meth:`close` at the end of the
     stream. Once :attr:`ending` is set the command is over: execd sends no output after its
     terminal event (docs/execd-wire.rst, wire-ordering), so anything fed later is ignored.
+
+    ``on_output``, when given, is called with ``"stdout"`` or ``"stderr"`` and each piece of
+    that stream's output as it is parsed, before it is bounded.
     """
 
-    def __init__(self, max_output_bytes: int) -> None:
-        self.stdout = BoundedTail(max_output_bytes)
-        self.stderr = BoundedTail(max_output_bytes)
+    def __init__(
+        self, max_output_bytes: int, on_output: Callable[[str, bytes], None] | None = None
+    ) -> None:
+        self.stdout = BoundedTail(max_output_bytes, _sink(on_output, "stdout"))
+        self.stderr = BoundedTail(max_output_bytes, _sink(on_output, "stderr"))
         self.command_id: str | None = None
         self.ending: Ending | None = None
         self.unreadable_frames = 0
@@ -239,6 +253,14 @@ class EventParser:
             self.stdout.append(_restore_lines(stdout))
         if stderr:
             self.stderr.append(_restore_lines(stderr))
+
+
+def _sink(
+    on_output: Callable[[str, bytes], None] | None, stream: str
+) -> Callable[[bytes], None] | None:
+    if on_output is None:
+        return None
+    return lambda data: on_output(stream, data)
 
 
 def _restore_lines(texts: list[str]) -> bytes:

@@ -19,7 +19,7 @@ import json
 import posixpath
 import shlex
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -148,12 +148,22 @@ class Execd:
         return response.status_code < 300
 
     def run(
-        self, command: str, *, timeout_ms: int, max_output_bytes: int, cwd: str | None
+        self,
+        command: str,
+        *,
+        timeout_ms: int,
+        max_output_bytes: int,
+        cwd: str | None,
+        on_output: Callable[[str, bytes], None] | None = None,
+        background: bool = False,
     ) -> StreamedCommand:
         """
         Run ``command`` through execd, which kills it ``timeout_ms`` milliseconds after it starts.
 
-        ``cwd`` is the directory it runs in; ``None`` leaves it to execd. The stream is read
+        ``cwd`` is the directory it runs in; ``None`` leaves it to execd. ``on_output`` is
+        handed each stream's output as it arrives (see :class:`EventParser`). In the
+        ``background``, the stream ends as soon as the command has started, and carries its id
+        but none of its output (docs/execd-wire.rst, wire-background). The stream is read
         incrementally and given up on once the terminal event has arrived, rather than
         waiting out execd's grace after it (docs/execd-wire.rst, wire-grace), and once it is
         silent for :data:`STALL_WINDOW` seconds with execd answering no ping for
@@ -162,9 +172,11 @@ class Execd:
         body: dict[str, object] = {"command": command, "timeout": timeout_ms}
         if cwd is not None:
             body["cwd"] = cwd
+        if background:
+            body["background"] = True
         timeouts = httpx.Timeout(self._http.request_timeout, read=STALL_WINDOW)
         give_up_at = time.monotonic() + timeout_ms / 1000 + BACKSTOP_GRACE
-        parser = EventParser(max_output_bytes)
+        parser = EventParser(max_output_bytes, on_output)
         overran = (
             f"the command's stream was still open {BACKSTOP_GRACE:g}s past its "
             f"{timeout_ms / 1000:g}s budget"

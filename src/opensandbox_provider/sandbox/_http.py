@@ -99,7 +99,7 @@ class SandboxHttp:
     def _send(
         self, method: str, port: int, path: str, *, stream: bool, **options: Unpack[Options]
     ) -> httpx.Response:
-        url, headers = self._target(port, path)
+        url, headers = self.target(port, path)
         timeout = options.get("timeout")
         request = self._client.build_request(
             method,
@@ -111,7 +111,7 @@ class SandboxHttp:
         )
         return self._client.send(request, stream=stream)
 
-    def _target(self, port: int, path: str) -> tuple[str, dict[str, str]]:
+    def target(self, port: int, path: str) -> tuple[str, dict[str, str]]:
         """The URL of ``path`` on the service at ``port``, and the headers a request to it needs."""
         config = self._sandbox.connection_config
         endpoint = self._sandbox.get_endpoint(port)

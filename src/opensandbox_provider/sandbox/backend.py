@@ -26,7 +26,7 @@ from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenS
 from opensandbox_provider.sandbox import _arguments, _policy, _tags
 from opensandbox_provider.sandbox._deadline import Deadline
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of, to_sandbox_error
-from opensandbox_provider.sandbox._execd import CutShort, FileInfo, NoSuchPath
+from opensandbox_provider.sandbox._execd import EXECD_PORT, CutShort, FileInfo, NoSuchPath
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._limits import (
     MIN_EXPORT_ALLOWANCE,
@@ -151,7 +151,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # Sandboxes released whose closing renewal has not been made yet.
         self._unrenewed: set[str] = set()
         self._lock = threading.Lock()
-        self._leases = Leases(self._renew)
+        self._leases = Leases(self.renew)
         # The server's lifecycle API, one client for every call this backend makes to it.
         self._lifecycle_client: SandboxManagerSync | None = None
         self._lifecycle_lock = threading.Lock()
@@ -318,8 +318,20 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     # ------------------------------------------------------------------
 
     def run_command(
-        self, sandbox: str, command: str, *, timeout: float, max_output_bytes: int
+        self,
+        sandbox: str,
+        command: str,
+        *,
+        timeout: float,
+        max_output_bytes: int,
+        on_output: Callable[[str, bytes], None] | None = None,
     ) -> SandboxExecResult:
+        """
+        Run ``command`` and return how it ended, as the contract has it.
+
+        ``on_output``, which the toolset never passes, is handed ``"stdout"`` or ``"stderr"``
+        and each piece of output as it arrives, whole lines, so an operator can log them live.
+        """
         validate_positive_finite(timeout, "timeout")
         max_output_bytes = byte_budget(max_output_bytes, "max_output_bytes")
         if not command.strip():
@@ -327,8 +339,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if self._was_abandoned(sandbox):
             return replaced_result(sandbox)
         # Reconnecting happens before the clock starts: it is not the command's time.
-        record = self._sandbox(sandbox)
-        timeout_ms = max(1, round(record.fit_to_lifetime(timeout) * 1000))
+        record, timeout_ms = self._command_slot(sandbox, command, timeout)
         applied = timeout_ms / 1000
         started = time.monotonic()
         with as_sandbox_errors(f"run a command in sandbox {record.sdk.id}"):
@@ -338,6 +349,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     timeout_ms=timeout_ms,
                     max_output_bytes=max_output_bytes,
                     cwd=record.workdir,
+                    on_output=on_output,
                 )
             except Exception as e:
                 # A transport error may be the sandbox ending under the command; the server
@@ -365,6 +377,46 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             log.info("Sandbox %s: %s.", sandbox, line)
             self._recheck_policy(record, after=line)
         return result
+
+    def start_command(self, sandbox: str, command: str, *, timeout: float) -> str:
+        """
+        Start ``command`` in the background and return its id, as soon as execd has started it.
+
+        execd still kills it ``timeout`` seconds after it starts; its output and its end are
+        read by id (docs/execd-wire.rst, wire-status, wire-logs).
+        """
+        record, timeout_ms = self._command_slot(sandbox, command, timeout)
+        with as_sandbox_errors(f"start a command in sandbox {record.sdk.id}"):
+            # The stream of a background command carries no output, so one byte of budget is all.
+            streamed = record.execd.run(
+                command,
+                timeout_ms=timeout_ms,
+                max_output_bytes=1,
+                cwd=record.workdir,
+                background=True,
+            )
+        command_id = streamed.parser.command_id
+        if streamed.abandoned is not None or command_id is None:
+            raise SandboxError(
+                f"Sandbox {sandbox} did not say which command it started"
+                + (f": {streamed.abandoned}." if streamed.abandoned else ".")
+            )
+        log.info("Sandbox %s: started %r in the background as %s.", sandbox, command, command_id)
+        return command_id
+
+    def execd_endpoint(self, sandbox: str) -> tuple[str, dict[str, str]]:
+        """Where the sandbox's execd answers, and the headers a request to it needs."""
+        return self._sandbox(sandbox).http.target(EXECD_PORT, "")
+
+    def _command_slot(
+        self, sandbox: str, command: str, timeout: float
+    ) -> tuple[SandboxRecord, int]:
+        """The sandbox to run ``command`` in, and its deadline in milliseconds."""
+        validate_positive_finite(timeout, "timeout")
+        if not command.strip():
+            raise SandboxError("The command is empty; give a shell command to run.")
+        record = self._sandbox(sandbox)
+        return record, max(1, round(record.fit_to_lifetime(timeout) * 1000))
 
     def _recheck_policy(self, record: SandboxRecord, *, after: str) -> None:
         """Destroy the sandbox if its sidecar no longer enforces the policy proven at create."""
@@ -606,11 +658,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 # Remembered until it is made: the toolset retries a release that failed,
                 # and the retry finds the lease already dropped.
                 self._unrenewed.add(sandbox)
-        self._leases.drop(sandbox)
-        with self._lock:
-            record = self._sandboxes.pop(sandbox, None)
-        if record is not None:
-            record.sdk.close()
+        self.hand_over(sandbox)
         try:
             super().release(sandbox, holder=holder)
         except SandboxTerminalError:
@@ -621,17 +669,28 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             closing_renewal = sandbox in self._unrenewed
         if closing_renewal:
             # One more lease, so the task that collects the sandbox's files finds a whole one.
-            if not self._renew(sandbox):
+            if not self.renew(sandbox):
                 log.info("Sandbox %s ended before it was released.", sandbox)
             with self._lock:
                 self._unrenewed.discard(sandbox)
+
+    def hand_over(self, sandbox: str) -> None:
+        """
+        Stop renewing ``sandbox`` and forget it, leaving it running for another process to
+        hold: a task that defers hands its sandbox to the triggerer this way.
+        """
+        self._leases.drop(sandbox)
+        with self._lock:
+            record = self._sandboxes.pop(sandbox, None)
+        if record is not None:
+            record.sdk.close()
 
     def _hold(self, record: SandboxRecord) -> None:
         self._leases.hold(record.sdk.id, lease=record.lease)
         # Renewed from now on, so nothing this process runs has to fit an expiry.
         record.expires_at = None
 
-    def _renew(self, sandbox: str) -> bool:
+    def renew(self, sandbox: str) -> bool:
         """
         Move the sandbox's expiry to one of its creator's leases from now, unless the server
         already has it later; ``False`` if it is gone.

@@ -1,0 +1,65 @@
+"""Files into a sandbox before its command, and out of it after, for the operator."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from airflow.providers.common.compat.sdk import AirflowException, ObjectStoragePath
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from opensandbox_provider.sandbox.backend import OpenSandboxBackend
+
+
+def write_files(
+    backend: OpenSandboxBackend,
+    sandbox: str,
+    files: Mapping[str, str | bytes | ObjectStoragePath],
+    *,
+    max_bytes: int,
+) -> None:
+    """Write each file, text as UTF-8, an :class:`ObjectStoragePath` by its content."""
+    for path, source in files.items():
+        backend.write_file(sandbox, path, _content(path, source, max_bytes=max_bytes))
+
+
+def copy_outputs(
+    backend: OpenSandboxBackend,
+    sandbox: str,
+    outputs: Mapping[str, str | ObjectStoragePath],
+    *,
+    max_bytes: int,
+) -> dict[str, int]:
+    """Copy each sandbox path to its target as it streams; return the bytes each one took."""
+    copied = {}
+    for path, target in outputs.items():
+        destination = ObjectStoragePath(target) if isinstance(target, str) else target
+        # A local target's directory may not exist yet; an object store has none to make.
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        with destination.open("wb") as dest:
+            copied[path] = backend.export_file(sandbox, path, dest, max_bytes=max_bytes)
+    return copied
+
+
+def _content(path: str, source: str | bytes | ObjectStoragePath, *, max_bytes: int) -> bytes:
+    if isinstance(source, ObjectStoragePath):
+        with source.open("rb") as stream:
+            # One byte past the bound is enough to know it is too large.
+            content = stream.read(max_bytes + 1)
+        origin = f"{source}"
+    elif isinstance(source, str):
+        content, origin = source.encode("utf-8"), "its text"
+    elif isinstance(source, bytes):
+        content, origin = source, "its bytes"
+    else:
+        raise AirflowException(
+            f"files[{path!r}] is a {type(source).__name__}; give text, bytes or an "
+            "ObjectStoragePath to copy in."
+        )
+    if len(content) > max_bytes:
+        raise AirflowException(
+            f"files[{path!r}] is larger than max_file_bytes ({max_bytes} bytes), read from "
+            f"{origin}. Raise max_file_bytes, or fetch the file from inside the sandbox."
+        )
+    return content

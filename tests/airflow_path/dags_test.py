@@ -1,0 +1,42 @@
+"""``airflow dags test`` of one system-test Dag: in-process, no scheduler, connection from the
+environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from dev.airflow_stack.running import CONN_ID
+from dev.stack.state import ServerInfo
+
+
+def dags_test(dag_file: Path, dag_id: str, server: ServerInfo, home: Path) -> str:
+    """Run ``dag_id`` from ``dag_file`` in a fresh Airflow home; its output, once it passed."""
+    dags = home / "dags"
+    dags.mkdir()
+    (dags / dag_file.name).symlink_to(dag_file)
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AIRFLOW", "PYTEST_"))
+    } | {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        **server.airflow_connection_env(CONN_ID, use_server_proxy=True),
+    }
+    airflow = [sys.executable, "-m", "airflow"]
+    subprocess.run([*airflow, "db", "migrate"], env=environment, capture_output=True, check=True)
+    result = subprocess.run(
+        [*airflow, "dags", "test", dag_id],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "state=success" in output
+    return output

@@ -1,0 +1,79 @@
+"""@task.opensandbox's script, run here by the local Python in place of the sandbox's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk import dag, task
+
+from opensandbox_provider.decorators import opensandbox as decorator
+from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
+
+
+@task.opensandbox(image="python:3.12-slim")
+def add(x: int, y: int = 1) -> dict:
+    import math
+
+    return {"sum": x + y, "pi": round(math.pi, 2)}
+
+
+@task.opensandbox(image="python:3.12-slim")
+def unserializable() -> object:
+    return object()
+
+
+def the_task(function: Any, *args: Any) -> Any:
+    @dag(schedule=None, start_date=datetime(2026, 1, 1))
+    def holder() -> None:
+        function(*args)
+
+    return holder().task_dict[function.function.__name__]
+
+
+@pytest.fixture
+def sandbox_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Runs what the decorated operator would send, with paths under ``tmp_path``."""
+    for name in ("SCRIPT", "ARGUMENTS", "RESULT"):
+        monkeypatch.setattr(decorator, name, str(tmp_path / name.lower()))
+
+    def run(operator: Any, path: str = "/usr/bin:/bin") -> subprocess.CompletedProcess:
+        sent: dict[str, Any] = {}
+        monkeypatch.setattr(
+            OpenSandboxOperator, "execute", lambda self, context: sent.update(files=self.files)
+        )
+        operator.execute({})
+        for target, content in sent["files"].items():
+            Path(target).write_text(content)
+        return subprocess.run(
+            ["/bin/sh", "-c", operator.command], capture_output=True, text=True, env={"PATH": path}
+        )
+
+    return run
+
+
+def test_the_function_runs_with_its_arguments_and_its_result_is_json(sandbox_run) -> None:
+    done = sandbox_run(the_task(add, 2))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(Path(decorator.RESULT).read_text()) == {"sum": 3, "pi": 3.14}
+
+
+def test_a_result_that_is_not_json_fails_with_a_message_saying_so(sandbox_run) -> None:
+    done = sandbox_run(the_task(unserializable))
+    assert done.returncode == decorator.NOT_SERIALIZABLE
+    assert "return value of unserializable() cannot be serialized as JSON" in done.stderr
+
+
+def test_an_image_without_python_fails_with_a_message_saying_so(sandbox_run, tmp_path) -> None:
+    done = sandbox_run(the_task(add, 2), path=str(tmp_path / "empty"))
+    assert done.returncode == 127
+    assert "needs python3 or python on the PATH of the image python:3.12-slim" in done.stderr
+
+
+def test_the_decorator_is_not_in_the_source_sent() -> None:
+    source = the_task(add, 2).get_python_source()
+    assert source.startswith("def add(") and "@task" not in source
