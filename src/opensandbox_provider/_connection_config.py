@@ -14,6 +14,10 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.transport import unwrap_retry_transport
 from pydantic import Field
 
+# SDK 1.1.1 builds every transport through new_owned_transport; 1.1.0 builds the one a
+# config owns inside with_transport_if_missing and has no such method.
+_SDK_BUILDS_OWNED_TRANSPORTS = hasattr(ConnectionConfigSync, "new_owned_transport")
+
 
 class ConnectionConfig(ConnectionConfigSync):
     """:class:`ConnectionConfigSync` whose transports also trust ``ca_certificates``."""
@@ -24,9 +28,18 @@ class ConnectionConfig(ConnectionConfigSync):
 
     def new_owned_transport(self, **limits: Any) -> httpx.BaseTransport:
         transport = super().new_owned_transport(**limits)
+        self._trust_ca_certificates(transport)
+        return transport
+
+    def with_transport_if_missing(self, **limits: Any) -> ConnectionConfigSync:
+        config = super().with_transport_if_missing(**limits)
+        if not _SDK_BUILDS_OWNED_TRANSPORTS and config is not self and config.transport:
+            self._trust_ca_certificates(config.transport)
+        return config
+
+    def _trust_ca_certificates(self, transport: httpx.BaseTransport) -> None:
         if self.ca_certificates is not None:
             _ssl_context_of(transport).load_verify_locations(cadata=self.ca_certificates)
-        return transport
 
 
 def _ssl_context_of(transport: httpx.BaseTransport) -> ssl.SSLContext:

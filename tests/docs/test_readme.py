@@ -40,7 +40,7 @@ def test_the_readme_dag_parses_in_airflow(tmp_path: Path) -> None:
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("AIRFLOW", "PYTEST_"))
-    } | {"AIRFLOW_HOME": str(tmp_path)}
+    } | {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
     result = subprocess.run(
         [sys.executable, "-c", _PARSE, str(dags)],
         env=environment,
