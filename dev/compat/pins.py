@@ -14,8 +14,8 @@ PYTHON_VERSION = "3.11"
 
 def header(combination: Combination) -> str:
     return (
-        f"# Airflow {combination.airflow}.x, common-ai and OpenSandbox SDK {combination.sdk}: one\n"
-        "# combination of the compatibility matrix (dev/compat). Regenerate with `make compat-pin`.\n"
+        f"# Airflow {combination.airflow}.x, OpenSandbox SDK {combination.sdk}: one combination\n"
+        "# of the matrix (dev/compat). Regenerate with `make compat-pin`.\n"
     )
 
 
@@ -27,12 +27,23 @@ def compile_pins(combination: Combination) -> str:
         fixed.flush()
         result = subprocess.run(
             [
-                "uv", "pip", "compile", "--quiet", "--no-header", "--no-annotate",
-                "--python-version", PYTHON_VERSION,
-                "--extra", "opensandbox",
-                str(REPO / "pyproject.toml"), fixed.name,
+                "uv",
+                "pip",
+                "compile",
+                "--quiet",
+                "--no-header",
+                "--no-annotate",
+                "--python-version",
+                PYTHON_VERSION,
+                "--extra",
+                "opensandbox",
+                str(REPO / "pyproject.toml"),
+                fixed.name,
             ],
-            cwd=REPO, capture_output=True, text=True, check=False,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
         )
     if result.returncode != 0:
         raise SystemExit(f"{combination.name} does not resolve:\n{result.stderr}")
