@@ -44,8 +44,22 @@ def _pytest(combination: Combination, check: str, paths: list[str], *extra: str)
     )
 
 
+# Tests whose subject a line does not have, left out there by name (the summary counts them
+# as deselected): the README's Dag imports dag and task from airflow.sdk, which 2.11 lacks.
+NOT_APPLICABLE = {
+    "2.11": ["tests/docs/test_readme.py::test_the_readme_dag_parses_in_airflow"],
+}
+
+
 def unit(combination: Combination) -> CheckOutcome:
-    return _pytest(combination, "unit", ["tests/unit", "tests/docs"], "-m", "not stack")
+    deselected = [
+        argument
+        for test in NOT_APPLICABLE.get(combination.airflow, [])
+        for argument in ("--deselect", test)
+    ]
+    return _pytest(
+        combination, "unit", ["tests/unit", "tests/docs"], "-m", "not stack", *deselected
+    )
 
 
 def agent(combination: Combination) -> CheckOutcome:
@@ -72,7 +86,7 @@ def connection_type(combination: Combination) -> CheckOutcome:
     if not any("opensandbox" in line and HOOK_CLASS in line for line in hooks.output.splitlines()):
         problems.append("`airflow providers hooks` has no opensandbox type with our hook")
     try:
-        found = json.loads(probe.output.strip().splitlines()[-1])
+        found = json.loads(probe.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         found = {}
         problems.append("the form probe printed no result")

@@ -21,6 +21,8 @@ class Finished:
     returncode: int
     output: str
     seconds: float
+    # Apart as well, for a program whose result is on stdout and whose warnings are not.
+    stdout: str = ""
 
 
 def fresh_home(combination: Combination, purpose: str) -> Path:
@@ -67,4 +69,5 @@ def run(command: list[str], home: Path, *, timeout: float) -> Finished:
         return Finished(
             -1, f"{output}\nTimed out after {timeout:.0f}s.", time.monotonic() - started
         )
-    return Finished(result.returncode, result.stdout + result.stderr, time.monotonic() - started)
+    output = result.stdout + result.stderr
+    return Finished(result.returncode, output, time.monotonic() - started, result.stdout)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import distribution
 
-from airflow._shared.secrets_masker import DEFAULT_SENSITIVE_FIELDS
 from airflow.providers_manager import ProvidersManager, _create_provider_info_schema_validator
-from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 from packaging.utils import canonicalize_name
 
 from opensandbox_provider.get_provider_info import get_provider_info
+from tests.unit.airflow_versions import DEFAULT_SENSITIVE_FIELDS, registered_hooks
 
 DISTRIBUTION = "airflow-provider-opensandbox"
 
@@ -76,6 +75,6 @@ def test_the_form_takes_the_ca_bundle_as_a_path() -> None:
 
 def test_airflow_discovers_the_provider_and_its_hook() -> None:
     assert DISTRIBUTION in ProvidersManager().providers
-    hook = ProvidersManagerTaskRuntime().hooks["opensandbox"]
+    hook = registered_hooks()["opensandbox"]
     assert hook is not None
     assert hook.hook_class_name == connection_type()["hook-class-name"]
