@@ -56,8 +56,10 @@ def run_matrix(combinations: tuple[Combination, ...], *, lock: str | None, stack
             if not outcome.passed and outcome.tail:
                 _say(outcome.tail)
         results[combination] = outcomes
+        # After each combination, so an interrupted run still leaves what it proved.
+        artifact = report.write_artifact(results)
     _say("\n" + report.table(results))
-    _say(f"\nWritten to {report.write_artifact(results).relative_to(REPO)}")
+    _say(f"\nWritten to {artifact.relative_to(REPO)}")
     return 0 if all(o.passed for outcomes in results.values() for o in outcomes) else 1
 
 
