@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import tomllib
 from importlib.metadata import distribution
+from pathlib import Path
 
 from airflow.providers_manager import ProvidersManager, _create_provider_info_schema_validator
 from packaging.utils import canonicalize_name
@@ -12,6 +14,7 @@ from opensandbox_provider.get_provider_info import get_provider_info
 from tests.unit.airflow_versions import DEFAULT_SENSITIVE_FIELDS, registered_hooks
 
 DISTRIBUTION = "airflow-provider-opensandbox"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def connection_type() -> dict:
@@ -78,3 +81,10 @@ def test_airflow_discovers_the_provider_and_its_hook() -> None:
     hook = registered_hooks()["opensandbox"]
     assert hook is not None
     assert hook.hook_class_name == connection_type()["hook-class-name"]
+
+
+def test_the_provider_info_declares_the_ranges_pyproject_declares() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    info = get_provider_info()
+    assert info["dependencies"] == project["dependencies"]
+    assert info["optional-dependencies"] == project["optional-dependencies"]
