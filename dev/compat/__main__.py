@@ -11,6 +11,7 @@ import argparse
 import subprocess
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from dev.compat import checks, report, stack_phase
@@ -39,25 +40,40 @@ def _environment(combination: Combination) -> CheckOutcome:
     return CheckOutcome("environment", True, round(time.monotonic() - started, 1), "synced")
 
 
+def _print(combination: Combination, outcomes: list[CheckOutcome]) -> None:
+    for outcome in outcomes:
+        mark = "pass" if outcome.passed else "FAIL"
+        _say(
+            f"{combination.name} {outcome.check}: {mark} in {outcome.seconds:.1f}s"
+            f" ({outcome.summary})"
+        )
+        if not outcome.passed and outcome.tail:
+            _say(outcome.tail)
+
+
 def run_matrix(combinations: tuple[Combination, ...], *, lock: str | None, stack: bool) -> int:
+    """Each combination's stack checks wait for their turn of the stack in one background
+    thread, in order, while the next combinations build and run the checks that need nothing:
+    a shared stack's queue then costs the run little."""
     results: dict[Combination, list[CheckOutcome]] = {}
-    for combination in combinations:
-        outcomes = [_environment(combination)]
-        if outcomes[0].passed:
-            outcomes += [check(combination) for check in checks.NO_STACK_CHECKS]
-            if stack:
-                outcomes += stack_phase.run_in_turn(combination, lock)
-        for outcome in outcomes:
-            mark = "pass" if outcome.passed else "FAIL"
-            _say(
-                f"{combination.name} {outcome.check}: {mark} in {outcome.seconds:.1f}s"
-                f" ({outcome.summary})"
-            )
-            if not outcome.passed and outcome.tail:
-                _say(outcome.tail)
-        results[combination] = outcomes
-        # After each combination, so an interrupted run still leaves what it proved.
-        artifact = report.write_artifact(results)
+    pending: list[tuple[Combination, Future[list[CheckOutcome]]]] = []
+    with ThreadPoolExecutor(max_workers=1) as stack_turns:
+        for combination in combinations:
+            outcomes = [_environment(combination)]
+            if outcomes[0].passed:
+                outcomes += [check(combination) for check in checks.NO_STACK_CHECKS]
+                if stack:
+                    turn = stack_turns.submit(stack_phase.run_in_turn, combination, lock)
+                    pending.append((combination, turn))
+            _print(combination, outcomes)
+            results[combination] = outcomes
+        for combination, turn in pending:
+            stack_outcomes = turn.result()
+            _print(combination, stack_outcomes)
+            results[combination] += stack_outcomes
+            # After each combination, so an interrupted run still leaves what it proved.
+            report.write_artifact(results)
+    artifact = report.write_artifact(results)
     _say("\n" + report.table(results))
     _say(f"\nWritten to {artifact.relative_to(REPO)}")
     return 0 if all(o.passed for outcomes in results.values() for o in outcomes) else 1

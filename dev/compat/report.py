@@ -22,10 +22,15 @@ def _pins_of(combination: Combination, names: Sequence[str]) -> dict[str, str]:
 
 
 def table(results: Mapping[Combination, Sequence[CheckOutcome]]) -> str:
-    checks = [outcome.check for outcome in next(iter(results.values()))]
+    checks = [o.check for o in max(results.values(), key=len)]
     rows = [["combination", *checks, "total s"]]
     for combination, outcomes in results.items():
-        cells = [f"{'pass' if o.passed else 'FAIL'} {o.seconds:.0f}s" for o in outcomes]
+        by_check = {o.check: o for o in outcomes}
+        # A check that never ran (its environment did not build) shows as a dash.
+        cells = [
+            f"{'pass' if o.passed else 'FAIL'} {o.seconds:.0f}s" if (o := by_check.get(c)) else "-"
+            for c in checks
+        ]
         rows.append([combination.name, *cells, f"{sum(o.seconds for o in outcomes):.0f}"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
