@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -100,3 +101,17 @@ def test_an_environment_that_is_not_names_to_strings_is_refused(env) -> None:
 @pytest.mark.parametrize("handle", ["", "None", None])
 def test_destroying_what_is_not_a_handle_does_nothing(handle) -> None:
     OpenSandboxBackend(NOWHERE).destroy(handle)
+
+
+def test_a_deep_copy_is_a_fresh_backend_with_the_same_settings() -> None:
+    # Airflow 3.0 deep-copies a task, its toolsets' backend included, before it runs it.
+    backend = OpenSandboxBackend(
+        "elsewhere", image="python:3.13-slim", cpu="2", memory="4Gi", workdir="/srv/work"
+    )
+    copied = copy.deepcopy(backend)
+    assert copied is not backend and type(copied) is OpenSandboxBackend
+    settings = ("opensandbox_conn_id", "image", "cpu", "memory", "sandbox_timeout", "workdir")
+    assert [getattr(copied, name) for name in settings] == [
+        getattr(backend, name) for name in settings
+    ]
+    assert copied._lock is not backend._lock and copied._sandboxes == {}

@@ -8,7 +8,7 @@ import time
 from contextlib import closing, contextmanager
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import (
     EXPIRES_AT_TAG,
@@ -140,6 +140,21 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self._sandboxes: dict[str, SandboxRecord] = {}
         self._lock = threading.Lock()
         self._leases = Leases(self._renew, lease=self.sandbox_timeout)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OpenSandboxBackend:
+        # Airflow 3.0 deep-copies a task before it runs it, its toolsets' backend included.
+        # A lock cannot be copied, and the sandboxes an instance tracks are its own: the
+        # copy is a fresh backend with the same settings, as the Dag file would make it.
+        return type(self)(
+            self.opensandbox_conn_id,
+            image=self.image,
+            cpu=self.cpu,
+            memory=self.memory,
+            sandbox_timeout=self.sandbox_timeout,
+            ready_timeout=self.ready_timeout,
+            use_server_proxy=self.use_server_proxy,
+            workdir=self.workdir,
+        )
 
     # ------------------------------------------------------------------
     # Configure
