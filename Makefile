@@ -12,7 +12,8 @@ EGRESS_IMAGE ?=
 SANDBOX_IMAGE ?=
 export EXECD_IMAGE EGRESS_IMAGE SANDBOX_IMAGE
 
-.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart docs demo bench lint pin pin-stack dist
+.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart docs demo bench lint pin pin-stack \
+	dist compat compat-pin
 
 # uv comes from PyPI when it is missing; the environment is synced to the exact pins, which
 # record no download address (uv.lock would, so it is never committed).
@@ -74,6 +75,21 @@ pin-stack:
 	  echo "# clash with Airflow's. Regenerate with \`make pin-stack\`."; \
 	  echo 'opensandbox-server==1.1.1' | uv pip compile --quiet --no-header --python-version 3.11 -; \
 	} > requirements/stack-server.txt
+
+# The compatibility matrix (docs/compatibility.rst): each Airflow line (2.11 to 3.3) with each
+# OpenSandbox SDK (1.1.0, 1.1.1), in its own environment under .compat/ synced to the pins in
+# requirements/compat/. Each runs the unit tests, the connection type check, the agent run and
+# the attach Dag, and the table lands in artifacts/compat.json. Not part of `make test`
+# (~40 min). COMPAT=<names> picks combinations; STACK_TURN=<command> waits for a shared
+# stack's lock around each combination's stack checks.
+COMPAT ?=
+STACK_TURN ?=
+compat: setup
+	$(STACK) run -- $(PY) -m dev.compat run $(COMPAT) $(if $(STACK_TURN),--stack-turn "$(STACK_TURN)")
+
+# Resolves each combination's pins from pyproject.toml's ranges; names and versions only.
+compat-pin: setup
+	$(PY) -m dev.compat pin $(COMPAT)
 
 docs: setup
 	$(PY) -m sphinx -q -W --keep-going -b html docs docs/_build/html

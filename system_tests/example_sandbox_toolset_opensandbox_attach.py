@@ -24,7 +24,10 @@ from functools import cached_property
 from airflow.providers.common.ai.hooks.pydantic_ai import PydanticAIHook
 from airflow.providers.common.ai.operators.agent import AgentOperator
 from airflow.providers.common.ai.toolsets import SandboxToolset
-from airflow.sdk import dag, task
+
+# common-compat's names are airflow.sdk's on Airflow 3 and airflow.decorators' on 2.11, so
+# this one Dag runs on every Airflow line the provider supports (docs/compatibility.rst).
+from airflow.providers.common.compat.sdk import dag, task
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 

@@ -16,6 +16,10 @@ from pydantic import Field
 
 from opensandbox_provider.sandbox._deadline import keep_deadlines
 
+# SDK 1.1.1 builds every transport through new_owned_transport; 1.1.0 builds the one a
+# config owns inside with_transport_if_missing and has no such method.
+_SDK_BUILDS_OWNED_TRANSPORTS = hasattr(ConnectionConfigSync, "new_owned_transport")
+
 
 class ConnectionConfig(ConnectionConfigSync):
     """
@@ -29,11 +33,20 @@ class ConnectionConfig(ConnectionConfigSync):
 
     def new_owned_transport(self, **limits: Any) -> httpx.BaseTransport:
         transport = super().new_owned_transport(**limits)
+        self._prepare(transport)
+        return transport
+
+    def with_transport_if_missing(self, **limits: Any) -> ConnectionConfigSync:
+        config = super().with_transport_if_missing(**limits)
+        if not _SDK_BUILDS_OWNED_TRANSPORTS and config is not self and config.transport:
+            self._prepare(config.transport)
+        return config
+
+    def _prepare(self, transport: httpx.BaseTransport) -> None:
         # Before its first connection, so that every connection it ever opens keeps deadlines.
         keep_deadlines(transport)
         if self.ca_certificates is not None:
             _ssl_context_of(transport).load_verify_locations(cadata=self.ca_certificates)
-        return transport
 
 
 def _ssl_context_of(transport: httpx.BaseTransport) -> ssl.SSLContext:

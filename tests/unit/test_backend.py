@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import os
 import subprocess
@@ -196,3 +197,17 @@ def test_a_renewal_uses_the_lease_its_creator_stamped(lifecycles):
 
     assert backend.renew("sb-1")
     assert made[0].renewals == [7200.0]
+
+
+def test_a_deep_copy_is_a_fresh_backend_with_the_same_settings() -> None:
+    # Airflow 3.0 deep-copies a task, its toolsets' backend included, before it runs it.
+    backend = OpenSandboxBackend(
+        "elsewhere", image="python:3.13-slim", cpu="2", memory="4Gi", workdir="/srv/work"
+    )
+    copied = copy.deepcopy(backend)
+    assert copied is not backend and type(copied) is OpenSandboxBackend
+    settings = ("opensandbox_conn_id", "image", "cpu", "memory", "sandbox_timeout", "workdir")
+    assert [getattr(copied, name) for name in settings] == [
+        getattr(backend, name) for name in settings
+    ]
+    assert copied._lock is not backend._lock and copied._sandboxes == {}

@@ -10,9 +10,15 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from airflow.sdk._shared.secrets_masker import SecretsMasker, _secrets_masker
 
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
+from tests.unit.airflow_versions import (
+    DEFAULT_SENSITIVE_FIELDS,
+    SecretsMasker,
+    forget_masked_values,
+    hides_values_of,
+    task_masker,
+)
 from tests.unit.loopback_http import answering_every_get
 from tests.unit.tls import EMPTY_LISTING, PrivateAuthority, https_lifecycle_api, make_authority
 
@@ -376,12 +382,14 @@ def test_a_ca_bundle_that_cannot_be_used_is_refused_naming_the_extra(
 @pytest.fixture
 def masker() -> Iterator[SecretsMasker]:
     """Airflow's own log masker, as a task's is set up; what a test adds to it is taken back."""
-    masker = _secrets_masker()
+    if "proxy" not in DEFAULT_SENSITIVE_FIELDS:
+        pytest.skip("This Airflow (3.0) does not mask the values of extras named *proxy*.")
+    masker = task_masker()
     # Importing Airflow configures it from [core] sensitive_var_conn_names, as in a task.
-    assert masker.should_hide_value_for_key("use_server_proxy")
+    assert hides_values_of(masker, "use_server_proxy")
     patterns, replacer = masker.patterns, masker.replacer
     # Other tests' connections have added their own values; start from none.
-    masker.reset_masker()
+    forget_masked_values(masker)
     yield masker
     masker.patterns, masker.replacer = patterns, replacer
 

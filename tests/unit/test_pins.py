@@ -1,21 +1,32 @@
-"""The versions the tests run on are ones the package's declared ranges accept."""
+"""The versions the tests run on are ones the package's declared ranges accept.
+
+That holds for the project's own pins and for each combination of the compatibility matrix
+(``requirements/compat``, ``make compat-pin``), whose pin files carry no download address.
+"""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from dev.compat.combinations import COMBINATIONS, COMMON_AI, PINS_DIR, Combination
 
 REPO = Path(__file__).resolve().parents[2]
+PIN_FILES = [REPO / "requirements" / "pinned.txt", *(c.pins for c in COMBINATIONS)]
+# What a pin file must not carry: an address, or an option that points pip or uv at an index.
+_ADDRESS = re.compile(r"://|^\s*-(-index-url|-extra-index-url|-find-links|i|f)\b", re.MULTILINE)
 
 
-def pinned() -> dict[str, str]:
-    """``requirements/pinned.txt`` as name to version, its markers and comments dropped."""
+def pins_of(path: Path) -> dict[str, str]:
+    """A pin file as name to version, its markers and comments dropped."""
     pins = {}
-    for line in (REPO / "requirements" / "pinned.txt").read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         requirement = line.split(";")[0].strip()
         if "==" in requirement and not requirement.startswith("#"):
             name, version = requirement.split("==")
@@ -29,12 +40,16 @@ def declared() -> list[Requirement]:
     return [Requirement(line) for group in groups for line in group]
 
 
+@pytest.mark.parametrize("pin_file", PIN_FILES, ids=lambda path: path.name)
 @pytest.mark.parametrize("requirement", declared(), ids=str)
-def test_the_pinned_version_satisfies_the_declared_range(requirement: Requirement) -> None:
-    version = pinned().get(canonicalize_name(requirement.name))
-    assert version is not None, f"{requirement.name} is declared but not pinned"
+def test_the_pinned_version_satisfies_the_declared_range(
+    requirement: Requirement, pin_file: Path
+) -> None:
+    version = pins_of(pin_file).get(canonicalize_name(requirement.name))
+    assert version is not None, f"{requirement.name} is declared but not pinned in {pin_file.name}"
     assert requirement.specifier.contains(version, prereleases=True), (
-        f"{requirement.name} is pinned at {version}, outside the declared {requirement}"
+        f"{requirement.name} is pinned at {version} in {pin_file.name}, outside the declared "
+        f"{requirement}"
     )
 
 
@@ -52,6 +67,32 @@ def test_the_pinned_build_backend_satisfies_the_build_requirement() -> None:
     # Releases are built with the pins as build constraints (docs/releasing.rst).
     build_system = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     (requirement,) = [Requirement(line) for line in build_system["build-system"]["requires"]]
-    version = pinned().get(canonicalize_name(requirement.name))
+    version = pins_of(REPO / "requirements" / "pinned.txt").get(canonicalize_name(requirement.name))
     assert version is not None, f"the build backend {requirement.name} is not pinned"
     assert requirement.specifier.contains(version), f"{requirement.name} {version}"
+
+
+@pytest.mark.parametrize("requirement", declared(), ids=str)
+def test_every_declared_range_stops_below_a_major_release(requirement: Requirement) -> None:
+    # A new major release may break the API the package uses; the matrix must prove it first.
+    (upper,) = [Version(spec.version) for spec in requirement.specifier if spec.operator == "<"]
+    (lower,) = [Version(spec.version) for spec in requirement.specifier if spec.operator == ">="]
+    assert upper.release[1:] in ((), (0,)) and upper > lower, requirement
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS, ids=lambda c: c.name)
+def test_each_combination_is_pinned_at_its_own_versions(combination: Combination) -> None:
+    pins = pins_of(combination.pins)
+    assert Version(pins["apache-airflow"]).release[:2] == Version(combination.airflow).release
+    assert pins["opensandbox"] == combination.sdk
+    assert pins["apache-airflow-providers-common-ai"] == COMMON_AI
+
+
+def test_the_compat_pins_are_exactly_the_matrix() -> None:
+    assert sorted(PINS_DIR.glob("*.txt")) == sorted(c.pins for c in COMBINATIONS)
+
+
+@pytest.mark.parametrize("pin_file", PIN_FILES, ids=lambda path: path.name)
+def test_no_pin_file_names_a_download_address(pin_file: Path) -> None:
+    found = _ADDRESS.search(pin_file.read_text(encoding="utf-8"))
+    assert found is None, f"{pin_file.name} has {found.group(0)!r}; pin by name and version only"

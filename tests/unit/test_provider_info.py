@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import importlib
+import tomllib
 from importlib.metadata import distribution
+from pathlib import Path
 
-from airflow._shared.secrets_masker import DEFAULT_SENSITIVE_FIELDS
 from airflow.providers_manager import ProvidersManager, _create_provider_info_schema_validator
-from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 from packaging.utils import canonicalize_name
 
 from opensandbox_provider.get_provider_info import get_provider_info
+from tests.unit.airflow_versions import DEFAULT_SENSITIVE_FIELDS, registered_hooks
 
 DISTRIBUTION = "airflow-provider-opensandbox"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def connection_type() -> dict:
@@ -76,7 +78,7 @@ def test_the_form_takes_the_ca_bundle_as_a_path() -> None:
 
 def test_airflow_discovers_the_provider_and_its_hook() -> None:
     assert DISTRIBUTION in ProvidersManager().providers
-    hook = ProvidersManagerTaskRuntime().hooks["opensandbox"]
+    hook = registered_hooks()["opensandbox"]
     assert hook is not None
     assert hook.hook_class_name == connection_type()["hook-class-name"]
 
@@ -99,3 +101,10 @@ def test_airflow_offers_the_decorator_as_task_opensandbox() -> None:
     from opensandbox_provider.decorators.opensandbox import opensandbox_task
 
     assert task.opensandbox is opensandbox_task
+
+
+def test_the_provider_info_declares_the_ranges_pyproject_declares() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    info = get_provider_info()
+    assert info["dependencies"] == project["dependencies"]
+    assert info["optional-dependencies"] == project["optional-dependencies"]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseHook
 
 from opensandbox_provider._sdk import OpenSandboxNotInstalled, require_sdk
+from opensandbox_provider.hooks._form import connection_form_widgets, ui_field_behaviour
 
 if TYPE_CHECKING:
     from opensandbox.config.connection_sync import ConnectionConfigSync
@@ -76,6 +77,16 @@ class OpenSandboxHook(BaseHook):
         super().__init__(**kwargs)
         self.opensandbox_conn_id = opensandbox_conn_id
         self._use_server_proxy = use_server_proxy
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """The extras' form fields, for Airflow before 3.2 (later ones read the provider info)."""
+        return connection_form_widgets()
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Hidden, relabelled and placeholder fields, for Airflow before 3.2."""
+        return ui_field_behaviour()
 
     def get_conn(self) -> ConnectionConfigSync:
         return self.connection_config

@@ -9,7 +9,7 @@ import weakref
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import (
     EXPIRES_AT_TAG,
@@ -155,6 +155,21 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # The server's lifecycle API, one client for every call this backend makes to it.
         self._lifecycle_client: SandboxManagerSync | None = None
         self._lifecycle_lock = threading.Lock()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OpenSandboxBackend:
+        # Airflow 3.0 deep-copies a task before it runs it, its toolsets' backend included.
+        # A lock cannot be copied, and the sandboxes an instance tracks are its own: the
+        # copy is a fresh backend with the same settings, as the Dag file would make it.
+        return type(self)(
+            self.opensandbox_conn_id,
+            image=self.image,
+            cpu=self.cpu,
+            memory=self.memory,
+            sandbox_timeout=self.sandbox_timeout,
+            ready_timeout=self.ready_timeout,
+            use_server_proxy=self.use_server_proxy,
+            workdir=self.workdir,
+        )
 
     # ------------------------------------------------------------------
     # Configure

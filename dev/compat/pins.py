@@ -1,0 +1,56 @@
+"""Each combination's exact versions, resolved by uv and written without download addresses."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+from dev.compat.combinations import PINS_DIR, REPO, Combination
+
+# The matrix runs on the interpreter line the project's own pins are resolved for.
+PYTHON_VERSION = "3.11"
+
+
+def header(combination: Combination) -> str:
+    return (
+        f"# Airflow {combination.airflow}.x, OpenSandbox SDK {combination.sdk}: one combination\n"
+        "# of the matrix (dev/compat). Regenerate with `make compat-pin`.\n"
+    )
+
+
+def compile_pins(combination: Combination) -> str:
+    """The resolution of the package's declared ranges (its ``opensandbox`` extra included)
+    together with what the combination fixes, one ``name==version`` a line."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", prefix="compat-") as fixed:
+        fixed.write("\n".join(combination.requirements()) + "\n")
+        fixed.flush()
+        result = subprocess.run(
+            [
+                "uv",
+                "pip",
+                "compile",
+                "--quiet",
+                "--no-header",
+                "--no-annotate",
+                "--python-version",
+                PYTHON_VERSION,
+                "--extra",
+                "opensandbox",
+                str(REPO / "pyproject.toml"),
+                fixed.name,
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if result.returncode != 0:
+        raise SystemExit(f"{combination.name} does not resolve:\n{result.stderr}")
+    return result.stdout
+
+
+def write_pins(combination: Combination) -> Path:
+    PINS_DIR.mkdir(parents=True, exist_ok=True)
+    combination.pins.write_text(header(combination) + compile_pins(combination), encoding="utf-8")
+    return combination.pins

@@ -1,0 +1,57 @@
+"""The compatibility matrix's runner (dev/compat) reads pytest and reports as it says."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dev.compat import report, stack_phase
+from dev.compat.combinations import COMBINATIONS, select
+from dev.compat.outcome import CheckOutcome, describe_counts, pytest_counts
+
+
+def test_pytests_closing_line_becomes_counts() -> None:
+    output = "FAILED tests/x.py::y\n3 failed, 527 passed, 2 skipped, 1 error in 131.85s (0:02:11)"
+    assert pytest_counts(output) == {"failed": 3, "passed": 527, "skipped": 2, "errors": 1}
+    assert describe_counts(pytest_counts(output)) == "3 failed, 527 passed, 2 skipped, 1 errors"
+
+
+def test_output_without_a_closing_line_has_no_counts() -> None:
+    assert pytest_counts("Traceback (most recent call last):\nImportError: x\n") == {}
+    assert describe_counts({}) == "no pytest summary"
+
+
+def test_the_matrix_is_every_airflow_line_with_every_sdk() -> None:
+    names = [combination.name for combination in COMBINATIONS]
+    assert len(names) == len(set(names)) == 10
+    assert "airflow-2.11-sdk-1.1.0" in names and "airflow-3.3-sdk-1.1.1" in names
+
+
+def test_an_unknown_combination_is_refused_naming_the_known_ones() -> None:
+    with pytest.raises(SystemExit, match="airflow-3.3-sdk-1.1.1"):
+        select(["airflow-9.9-sdk-0"])
+
+
+def test_a_stack_phase_that_never_ran_fails_both_stack_checks(tmp_path, monkeypatch) -> None:
+    (combination,) = select(["airflow-3.3-sdk-1.1.1"])
+    monkeypatch.setattr(type(combination), "env", property(lambda self: tmp_path))
+    outcomes = stack_phase.run_in_turn(combination, "false")
+    assert [(o.check, o.passed) for o in outcomes] == [("agent", False), ("attach_dag", False)]
+    assert all(o.summary == "the stack phase did not finish" for o in outcomes)
+
+
+def test_the_table_and_the_artifact_say_which_check_failed(tmp_path) -> None:
+    (combination,) = select(["airflow-3.3-sdk-1.1.1"])
+    results = {
+        combination: [
+            CheckOutcome("unit", True, 61.2, "530 passed"),
+            CheckOutcome("agent", False, 15.0, "1 failed", "AssertionError"),
+        ]
+    }
+    table = report.table(results)
+    assert "pass 61s" in table and "FAIL 15s" in table and combination.name in table
+    written = json.loads(report.write_artifact(results, tmp_path / "compat.json").read_text())
+    assert written[0]["passed"] is False
+    assert written[0]["versions"]["apache-airflow"].startswith("3.3.")
+    assert written[0]["checks"][1]["tail"] == "AssertionError"
