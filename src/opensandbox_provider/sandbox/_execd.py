@@ -51,6 +51,10 @@ LIVENESS_PROBE_TIMEOUT = 15.0
 # the command's budget; execd kills a command at its deadline, so this is never reached
 # by a healthy one.
 BACKSTOP_GRACE = 30.0
+# How often a new sandbox's execd is asked whether it is up. A refused or proxied ping
+# answers in milliseconds, so polling this often costs nothing and saves the SDK's
+# half-second backoff on a daemon that usually starts within a fraction of a second.
+READY_POLL_INTERVAL = 0.025
 # A ping waits no longer than the readiness deadline leaves, but never less than this.
 MIN_PING_TIMEOUT = 0.05
 # A description of one path is a few hundred bytes.
@@ -146,6 +150,34 @@ class Execd:
                 "key for it. Check the connection's password."
             )
         return response.status_code < 300
+
+    def wait_until_answering(self, deadline: float) -> float | None:
+        """Ping until execd answers, by ``deadline``; how long that took, or ``None``."""
+        started = time.monotonic()
+        while True:
+            remaining = deadline - time.monotonic()
+            if self.ping(within=remaining):
+                return time.monotonic() - started
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(min(READY_POLL_INTERVAL, max(remaining, 0.0)))
+
+    def start(self, command: str, *, timeout_ms: int, cwd: str | None) -> str:
+        """
+        Start ``command`` in the background and return its id, once execd has started it
+        (docs/execd-wire.rst, wire-background).
+        """
+        # The stream of a background command carries no output, so one byte of budget is all.
+        streamed = self.run(
+            command, timeout_ms=timeout_ms, max_output_bytes=1, cwd=cwd, background=True
+        )
+        command_id = streamed.parser.command_id
+        if streamed.abandoned is not None or command_id is None:
+            raise SandboxError(
+                f"Sandbox {self._sandbox.id} did not say which command it started"
+                + (f": {streamed.abandoned}." if streamed.abandoned else ".")
+            )
+        return command_id
 
     def run(
         self,

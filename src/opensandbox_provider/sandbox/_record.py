@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from opensandbox_provider.sandbox import _policy, _tags
 from opensandbox_provider.sandbox._execd import Execd
 from opensandbox_provider.sandbox._http import SandboxHttp
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
-    from opensandbox.models.sandboxes import NetworkPolicy
+    from opensandbox.models.sandboxes import NetworkPolicy, SandboxInfo
 
 
 @dataclass
@@ -38,6 +39,23 @@ class SandboxRecord:
     def __post_init__(self) -> None:
         self.http = SandboxHttp(self.sdk)
         self.execd = Execd(self.sdk, self.http)
+
+    @classmethod
+    def reconnected(
+        cls, sdk: SandboxSync, info: SandboxInfo, *, lease: float, workdir: str | None
+    ) -> SandboxRecord:
+        """
+        A sandbox found again by its handle, as its creator stamped it; ``lease`` and
+        ``workdir`` stand where it stamped none.
+        """
+        return cls(
+            sdk,
+            expires_at=monotonic_expiry(info.expires_at),
+            lease=_tags.stamped_lease(info.metadata, default=lease),
+            workdir=_tags.stamped_workdir(info.metadata, default=workdir),
+            # Its creator proved this policy before provisioning it; it is held to it here too.
+            proven_policy=_policy.network_policy(_tags.stamped_network(info.metadata)),
+        )
 
     def resolve(self, path: str) -> str:
         """``path`` as the sandbox's shell reads it: relative to the working directory."""

@@ -5,9 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
-from contextlib import closing, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -24,40 +22,28 @@ from airflow.providers.common.ai.sandbox.base import (
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _arguments, _policy, _tags
-from opensandbox_provider.sandbox._deadline import Deadline
-from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of, to_sandbox_error
-from opensandbox_provider.sandbox._execd import EXECD_PORT, CutShort, FileInfo, NoSuchPath
+from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
+from opensandbox_provider.sandbox._execd import EXECD_PORT
+from opensandbox_provider.sandbox._files import SandboxFiles
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
-from opensandbox_provider.sandbox._limits import (
-    MIN_EXPORT_ALLOWANCE,
-    byte_budget,
-    check_export_deadline,
-    export_allowance,
-    validate_positive_finite,
-)
+from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
+from opensandbox_provider.sandbox._limits import byte_budget, validate_positive_finite
 from opensandbox_provider.sandbox._outcome import command_result, log_line, replaced_result
-from opensandbox_provider.sandbox._record import SandboxRecord, monotonic_expiry, seconds_left
+from opensandbox_provider.sandbox._record import SandboxRecord
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Mapping
     from typing import BinaryIO
 
     from airflow.providers.common.ai.sandbox.base import AttachedSandbox, SandboxSpec
     from opensandbox.config.connection_sync import ConnectionConfigSync
     from opensandbox.models.sandboxes import SandboxInfo
-    from opensandbox.sync.manager import SandboxManagerSync
 
 log = logging.getLogger(__name__)
 
-# How often a new sandbox's execd is asked whether it is up. A refused or proxied ping
-# answers in milliseconds, so polling this often costs nothing and saves the SDK's
-# half-second backoff on a daemon that usually starts within a fraction of a second.
-READY_POLL_INTERVAL = 0.025
 # A listing is names, never content. Past this many the model is told to narrow the path
 # rather than the worker holding them all.
 MAX_LIST_ENTRIES = 10_000
-# Lifecycle states from which a sandbox never runs another command.
-_ENDED_STATES = frozenset({"Stopping", "Terminated", "Failed"})
 
 
 class OpenSandboxBackend(AttachableSandboxBackend):
@@ -70,20 +56,17 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     :class:`~opensandbox_provider.hooks.opensandbox.OpenSandboxHook`), and a generic
     connection of the shape common-ai's built-in backend reads works too.
 
-    Network policy is set when the sandbox is created and checked before it is used: a
-    deny-by-default spec is sent as a policy, and the sandbox's egress sidecar is asked
-    what it enforces and in which mode. A sandbox that is not restricted as asked,
-    including one whose sidecar filters names but not addresses, is destroyed and the
-    task fails. An open spec sends no policy, so a server without the sidecar runs it.
+    Network policy is set at create and proven before use: a deny-by-default spec is sent as
+    a policy, and a sandbox whose egress sidecar does not enforce it at the address layer is
+    destroyed and the task fails; the proof is repeated after every command. An open spec
+    sends no policy, so a server without the sidecar runs it.
 
-    Commands run over execd's event stream, read here rather than through the SDK: each
-    stream is held to ``max_output_bytes`` however its output is split into lines, the
-    result comes back as soon as execd reports the command's end, and a stream that stops
-    arriving for :data:`~opensandbox_provider.sandbox._execd.STALL_WINDOW` seconds, with execd
-    answering no ping for
-    :data:`~opensandbox_provider.sandbox._execd.LIVENESS_PROBE_TIMEOUT` seconds after, is
-    abandoned and its sandbox destroyed. execd itself enforces each command's deadline,
-    so a command that runs out of time is killed and the sandbox and its files stay.
+    Commands run over execd's event stream, read here rather than through the SDK: held to
+    ``max_output_bytes``, returned at execd's terminal event, and abandoned with their
+    sandbox once silent for ``STALL_WINDOW`` seconds with no answer to a ping for
+    ``LIVENESS_PROBE_TIMEOUT`` more (:mod:`~opensandbox_provider.sandbox._execd`). execd
+    enforces each command's deadline itself, so a command out of time is killed and the
+    sandbox and its files stay.
 
     A sandbox's server-side lifetime is a lease: while something holds it (the toolset
     that created it, or a task attached to it) it is renewed to one lease from now, three
@@ -153,8 +136,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self._lock = threading.Lock()
         self._leases = Leases(self.renew)
         # The server's lifecycle API, one client for every call this backend makes to it.
-        self._lifecycle_client: SandboxManagerSync | None = None
-        self._lifecycle_lock = threading.Lock()
+        self._lifecycle = Lifecycle(self._connection_config)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> OpenSandboxBackend:
         # Airflow 3.0 deep-copies a task before it runs it, its toolsets' backend included.
@@ -261,19 +243,15 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def _wait_until_ready(self, record: SandboxRecord, *, deadline: float) -> float:
         """Ask execd whether it is up until it answers; return how long that took."""
-        started = time.monotonic()
         with as_sandbox_errors(f"reach sandbox {record.sdk.id}", terminal=True):
-            while True:
-                remaining = deadline - time.monotonic()
-                if record.execd.ping(within=remaining):
-                    return time.monotonic() - started
-                if time.monotonic() >= deadline:
-                    raise SandboxTerminalError(
-                        f"Sandbox {record.sdk.id} did not become ready within "
-                        f"{self.ready_timeout:g}s, so it was destroyed. Check that the image "
-                        "starts on the OpenSandbox server, or raise ready_timeout."
-                    )
-                time.sleep(min(READY_POLL_INTERVAL, max(remaining, 0.0)))
+            waited = record.execd.wait_until_answering(deadline)
+        if waited is None:
+            raise SandboxTerminalError(
+                f"Sandbox {record.sdk.id} did not become ready within "
+                f"{self.ready_timeout:g}s, so it was destroyed. Check that the image "
+                "starts on the OpenSandbox server, or raise ready_timeout."
+            )
+        return waited
 
     # ------------------------------------------------------------------
     # Reconnect
@@ -302,13 +280,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             except BaseException:
                 sdk.close()
                 raise
-        record = SandboxRecord(
-            sdk,
-            expires_at=monotonic_expiry(info.expires_at),
-            lease=_tags.stamped_lease(info.metadata, default=self.sandbox_timeout),
-            workdir=_tags.stamped_workdir(info.metadata, default=self.workdir),
-            # Its creator proved this policy before provisioning it; it is held to it here too.
-            proven_policy=_policy.network_policy(_tags.stamped_network(info.metadata)),
+        record = SandboxRecord.reconnected(
+            sdk, info, lease=self.sandbox_timeout, workdir=self.workdir
         )
         with self._lock:
             kept = self._sandboxes.setdefault(handle, record)
@@ -326,7 +299,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     return True
                 raise
         # A container killed from outside is still listed, as Failed, until it is destroyed.
-        return info.status.state in _ENDED_STATES
+        return info.status.state in ENDED_STATES
 
     # ------------------------------------------------------------------
     # Run a command
@@ -347,10 +320,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         ``on_output``, which the toolset never passes, is handed ``"stdout"`` or ``"stderr"``
         and each piece of output as it arrives, whole lines, so an operator can log them live.
         """
-        validate_positive_finite(timeout, "timeout")
         max_output_bytes = byte_budget(max_output_bytes, "max_output_bytes")
-        if not command.strip():
-            raise SandboxError("The command is empty; give a shell command to run.")
         if self._was_abandoned(sandbox):
             return replaced_result(sandbox)
         # Reconnecting happens before the clock starts: it is not the command's time.
@@ -402,20 +372,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         """
         record, timeout_ms = self._command_slot(sandbox, command, timeout)
         with as_sandbox_errors(f"start a command in sandbox {record.sdk.id}"):
-            # The stream of a background command carries no output, so one byte of budget is all.
-            streamed = record.execd.run(
-                command,
-                timeout_ms=timeout_ms,
-                max_output_bytes=1,
-                cwd=record.workdir,
-                background=True,
-            )
-        command_id = streamed.parser.command_id
-        if streamed.abandoned is not None or command_id is None:
-            raise SandboxError(
-                f"Sandbox {sandbox} did not say which command it started"
-                + (f": {streamed.abandoned}." if streamed.abandoned else ".")
-            )
+            command_id = record.execd.start(command, timeout_ms=timeout_ms, cwd=record.workdir)
         log.info("Sandbox %s: started %r in the background as %s.", sandbox, command, command_id)
         return command_id
 
@@ -477,154 +434,32 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def read_file(self, sandbox: str, path: str, *, max_bytes: int) -> bytes:
         max_bytes = byte_budget(max_bytes, "max_bytes")
-        data = bytearray()
-        with self._download(sandbox, path, max_bytes=max_bytes, purpose="read") as transfer:
-            for chunk in transfer.chunks:
-                data += chunk
-                if len(data) > max_bytes:
-                    break
+        with self._files(sandbox).download(path, max_bytes=max_bytes, purpose="read") as transfer:
+            data = transfer.read(max_bytes)
         if len(data) > max_bytes:
             # A file may grow after it was sized; the overflow byte arrived either way.
             size = max(transfer.entry.size, len(data))
             raise SandboxFileTooLargeError(transfer.path, size, max_bytes)
-        return bytes(data)
+        return data
 
     def write_file(self, sandbox: str, path: str, content: bytes) -> None:
-        record = self._sandbox(sandbox)
-        path = record.resolve(path)
-        deadline = Deadline.after(export_allowance(len(content)))
-        with self._unless_gone(record):
-            record.execd.upload(path, content, deadline=deadline)
+        self._files(sandbox).write(path, content)
 
     def list_directory(self, sandbox: str, path: str) -> list[tuple[str, bool]]:
-        record = self._sandbox(sandbox)
-        path = record.resolve(path)
-        deadline = Deadline.after(MIN_EXPORT_ALLOWANCE)
-        with self._unless_gone(record):
-            entries = record.execd.list_directory(path, limit=MAX_LIST_ENTRIES, deadline=deadline)
-        if entries is None:
-            raise SandboxError(
-                f"{path!r} holds more than {MAX_LIST_ENTRIES} entries, too many to list. List a "
-                "subdirectory, or use a shell command that narrows it, such as `ls | head -100` or "
-                "`find <path> -maxdepth 1 -name '*.csv'`."
-            )
+        entries = self._files(sandbox).list_directory(path, limit=MAX_LIST_ENTRIES)
         return [(entry.name, entry.is_directory) for entry in entries]
 
     def export_file(self, sandbox: str, path: str, dest: BinaryIO, *, max_bytes: int) -> int:
         """Copy a regular file out through execd's download API, under the whole-copy deadline."""
         max_bytes = byte_budget(max_bytes, "max_bytes")
-        written = 0
-        with self._download(sandbox, path, max_bytes=max_bytes, purpose="export") as transfer:
-            path, entry = transfer.path, transfer.entry
-            for chunk in transfer.chunks:
-                check_export_deadline(path, transfer.deadline.at, max_bytes)
-                if written + len(chunk) > max_bytes:
-                    raise SandboxFileTooLargeError(path, written + len(chunk), max_bytes)
-                dest.write(chunk)
-                written += len(chunk)
-        self._check_export_size(path, expected=entry.size, written=written)
+        with self._files(sandbox).download(path, max_bytes=max_bytes, purpose="export") as transfer:
+            written = transfer.copy_to(dest, max_bytes)
+        self._check_export_size(transfer.path, expected=transfer.entry.size, written=written)
         return written
 
-    @contextmanager
-    def _download(
-        self, sandbox: str, path: str, *, max_bytes: int, purpose: str
-    ) -> Iterator[_Transfer]:
-        """
-        The path as resolved, the regular file it names, and that file's first
-        ``max_bytes + 1`` bytes as they arrive; a file that says it is larger is refused
-        before any of it is transferred.
-
-        The description and every byte of the transfer count against one deadline, the one
-        common-ai gives its own export, for a read as for an export.
-        """
+    def _files(self, sandbox: str) -> SandboxFiles:
         record = self._sandbox(sandbox)
-        deadline = Deadline.after(export_allowance(max_bytes))
-        path = record.resolve(path)
-        entry = self._regular_file(record, path, purpose=purpose, deadline=deadline)
-        if entry.size > max_bytes:
-            raise SandboxFileTooLargeError(path, entry.size, max_bytes)
-        try:
-            # The file itself, not the path asked for: a link retargeted from here on
-            # changes nothing about what is read.
-            with (
-                self._unless_gone(record),
-                closing(
-                    record.execd.download(entry.path, max_bytes=max_bytes, deadline=deadline)
-                ) as chunks,
-            ):
-                yield _Transfer(path, entry, chunks, deadline)
-        except CutShort as e:
-            if self._unchanged(record, entry, purpose=purpose, deadline=deadline):
-                # Neither the sandbox nor the file changed: the transfer itself failed.
-                cause = e.__cause__ or e
-                translated = to_sandbox_error(cause, f"{purpose} {path!r}")
-                if translated is None or translated is cause:
-                    raise cause from None
-                raise translated from cause
-            done = "exported" if purpose == "export" else "read"
-            raise SandboxError(
-                f"{path!r} changed while it was {done}: it was {entry.size} bytes when the "
-                f"{purpose} began, and the sandbox sent less. A process in the sandbox may "
-                "still be writing it."
-            ) from None
-
-    def _unchanged(
-        self, record: SandboxRecord, entry: FileInfo, *, purpose: str, deadline: Deadline
-    ) -> bool:
-        """Whether the file ``entry`` describes is still that file, of that size."""
-        # Within what is left of the call's deadline: a transfer cut short by the deadline
-        # itself never gets here, execd's client reports it as the deadline's.
-        try:
-            now = record.execd.file_info(entry.path, purpose=purpose, deadline=deadline)
-        except NoSuchPath:
-            return False
-        return now.kind == "file" and now.size == entry.size
-
-    def _regular_file(
-        self, record: SandboxRecord, path: str, *, purpose: str, deadline: Deadline
-    ) -> FileInfo:
-        """
-        The regular file at ``path``, following a symbolic link to what it points to, which
-        is judged as the path itself would be.
-        """
-        with self._unless_gone(record):
-            info = record.execd.file_info(path, purpose=purpose, deadline=deadline)
-            if info.kind == "symlink":
-                target = record.execd.link_target(info.path)
-                if target is None:
-                    raise SandboxError(
-                        f"{path!r} is a symbolic link, and the sandbox could not resolve what it "
-                        "points to. Give the path of the file itself."
-                    )
-                info = record.execd.file_info(target, purpose=purpose, deadline=deadline)
-        if info.kind == "directory":
-            raise SandboxError(f"{path!r} is a directory. Use list_directory to see what is in it.")
-        if info.kind != "file":
-            raise SandboxError(
-                f"{path!r} is not a regular file (it is a device, a pipe or a socket)."
-            )
-        return info
-
-    @contextmanager
-    def _unless_gone(self, record: SandboxRecord) -> Iterator[None]:
-        """
-        Let a missing path's error, or a download cut short, through unless the sandbox itself
-        is gone: execd's file API answers 404 for both a path and a sandbox that are missing
-        when it is reached through the server, and a sandbox that ends cuts a download short.
-        """
-        try:
-            yield
-        except (NoSuchPath, CutShort) as e:
-            if self._gone(record):
-                raise SandboxTerminalError(
-                    f"Sandbox {record.sdk.id} no longer exists: it was destroyed or reached the "
-                    "end of its lifetime on the server."
-                ) from e
-            if isinstance(e, CutShort):
-                raise
-            # The contract's own class, not our marker subclass: callers and the toolset
-            # compare it exactly, as they do common-ai's.
-            raise SandboxError(str(e)) from None
+        return SandboxFiles(record, gone=lambda: self._gone(record))
 
     # ------------------------------------------------------------------
     # Attach: tags, and the lease a holder keeps
@@ -632,7 +467,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def read_tags(self, sandbox: str) -> dict[str, str]:
         info = self._info(sandbox, doing=f"read the tags of sandbox {sandbox}")
-        if info.status.state in _ENDED_STATES:
+        if info.status.state in ENDED_STATES:
             raise SandboxTerminalError(
                 f"Sandbox {sandbox} is {info.status.state} on the server: it has ended, so no "
                 "task can attach to it. Provision a new one."
@@ -649,7 +484,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         except ValueError as e:
             raise SandboxError(f"Could not {doing}: {e}") from e
         if changes:
-            with self._lifecycle(doing) as lifecycle:
+            with self._lifecycle.call(doing) as lifecycle:
                 lifecycle.patch_sandbox_metadata(sandbox, changes)
 
     def attach(self, sandbox: str, *, owner: str, holder: str) -> AttachedSandbox:
@@ -710,50 +545,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         Move the sandbox's expiry to one of its creator's leases from now, unless the server
         already has it later; ``False`` if it is gone.
         """
-        with self._lifecycle(f"renew the lease on sandbox {sandbox}") as lifecycle:
-            try:
-                info = lifecycle.get_sandbox_info(sandbox)
-                if info.status.state in _ENDED_STATES:
-                    return False
-                lease = _tags.stamped_lease(info.metadata, default=self.sandbox_timeout)
-                left = seconds_left(info.expires_at)
-                # The server takes any future expiry, so renewing a sandbox whose creator
-                # gave it longer, or no expiry at all, would cut its life short.
-                if left is not None and left < lease:
-                    lifecycle.renew_sandbox(sandbox, timedelta(seconds=lease))
-            except Exception as e:
-                if status_of(e) == 404:
-                    return False
-                raise
-        return True
+        return self._lifecycle.renew(sandbox, default_lease=self.sandbox_timeout)
 
     def _info(self, sandbox: str, *, doing: str) -> SandboxInfo:
-        if not is_sandbox_handle(sandbox):
-            raise SandboxTerminalError(f"{sandbox!r} is not a sandbox handle.")
-        with self._lifecycle(doing) as lifecycle:
-            return lifecycle.get_sandbox_info(sandbox)
-
-    @contextmanager
-    def _lifecycle(self, doing: str) -> Iterator[SandboxManagerSync]:
-        """
-        The lifecycle API alone: no endpoints and no readiness poll, whatever state the
-        sandbox is in. One client serves every call, so tag reads and renewals share its
-        connections rather than each opening (and, over TLS, handshaking) its own.
-        """
-        with as_sandbox_errors(doing):
-            yield self._lifecycle_api()
-
-    def _lifecycle_api(self) -> SandboxManagerSync:
-        with self._lifecycle_lock:
-            if self._lifecycle_client is None:
-                from opensandbox.sync.manager import SandboxManagerSync
-
-                client = SandboxManagerSync.create(self._connection_config())
-                # Closed with the backend: when nothing refers to it any more, lease threads
-                # included, or when the interpreter exits.
-                weakref.finalize(self, client.close)
-                self._lifecycle_client = client
-            return self._lifecycle_client
+        return self._lifecycle.info(sandbox, doing=doing)
 
     # ------------------------------------------------------------------
     # Destroy
@@ -767,7 +562,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             record = self._sandboxes.pop(sandbox, None)
         if record is None:
             # A sandbox that is unhealthy or paused must still be destroyable.
-            with self._lifecycle(f"destroy sandbox {sandbox}") as lifecycle:
+            with self._lifecycle.call(f"destroy sandbox {sandbox}") as lifecycle:
                 _kill(lambda: lifecycle.kill_sandbox(sandbox), sandbox)
             return
         with as_sandbox_errors(f"destroy sandbox {sandbox}"):
@@ -788,17 +583,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 after,
                 exc_info=True,
             )
-
-
-@dataclass(frozen=True)
-class _Transfer:
-    """A download under way: the path as resolved, what execd says it is, and its bytes."""
-
-    path: str
-    entry: FileInfo
-    chunks: Iterator[bytes]
-    # The whole call's, description and transfer alike.
-    deadline: Deadline
 
 
 def _kill(kill: Callable[[], None], sandbox: str) -> None:

@@ -1,0 +1,87 @@
+"""The server's lifecycle API, one client per backend: the calls that need no sandbox endpoint."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from airflow.providers.common.ai.sandbox.base import SandboxTerminalError, is_sandbox_handle
+
+from opensandbox_provider.sandbox import _tags
+from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
+from opensandbox_provider.sandbox._record import seconds_left
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from opensandbox.config.connection_sync import ConnectionConfigSync
+    from opensandbox.models.sandboxes import SandboxInfo
+    from opensandbox.sync.manager import SandboxManagerSync
+
+# Lifecycle states from which a sandbox never runs another command.
+ENDED_STATES = frozenset({"Stopping", "Terminated", "Failed"})
+
+
+class Lifecycle:
+    """
+    The lifecycle API alone: no endpoints and no readiness poll, whatever state the
+    sandbox is in. One client serves every call, so tag reads and renewals share its
+    connections rather than each opening (and, over TLS, handshaking) its own.
+
+    ``config`` gives the server's connection config, read when the client is first needed.
+    """
+
+    def __init__(self, config: Callable[[], ConnectionConfigSync]) -> None:
+        self._config = config
+        self._client: SandboxManagerSync | None = None
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def call(self, doing: str) -> Iterator[SandboxManagerSync]:
+        """The client, with what goes wrong in the block reported as a failure to ``doing``."""
+        with as_sandbox_errors(doing):
+            yield self._api()
+
+    def info(self, sandbox: str, *, doing: str) -> SandboxInfo:
+        if not is_sandbox_handle(sandbox):
+            raise SandboxTerminalError(f"{sandbox!r} is not a sandbox handle.")
+        with self.call(doing) as lifecycle:
+            return lifecycle.get_sandbox_info(sandbox)
+
+    def renew(self, sandbox: str, *, default_lease: float) -> bool:
+        """
+        Move the sandbox's expiry to one of its creator's leases from now, unless the server
+        already has it later; ``False`` if it is gone. ``default_lease`` serves a sandbox
+        whose creator stamped none.
+        """
+        with self.call(f"renew the lease on sandbox {sandbox}") as lifecycle:
+            try:
+                info = lifecycle.get_sandbox_info(sandbox)
+                if info.status.state in ENDED_STATES:
+                    return False
+                lease = _tags.stamped_lease(info.metadata, default=default_lease)
+                left = seconds_left(info.expires_at)
+                # The server takes any future expiry, so renewing a sandbox whose creator
+                # gave it longer, or no expiry at all, would cut its life short.
+                if left is not None and left < lease:
+                    lifecycle.renew_sandbox(sandbox, timedelta(seconds=lease))
+            except Exception as e:
+                if status_of(e) == 404:
+                    return False
+                raise
+        return True
+
+    def _api(self) -> SandboxManagerSync:
+        with self._lock:
+            if self._client is None:
+                from opensandbox.sync.manager import SandboxManagerSync
+
+                client = SandboxManagerSync.create(self._config())
+                # Closed with the backend that owns this: when nothing refers to it any more,
+                # lease threads included, or when the interpreter exits.
+                weakref.finalize(self, client.close)
+                self._client = client
+            return self._client
