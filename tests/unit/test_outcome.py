@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from opensandbox_provider.sandbox._events import EventParser
+from opensandbox_provider.sandbox._events import Ending, EventParser
 from opensandbox_provider.sandbox._outcome import StreamedCommand, command_result, log_line
 from tests.unit.execd_wire import complete, failed, frame
 
@@ -136,3 +136,22 @@ def test_the_log_line_says_how_much_of_a_truncated_stream_was_kept() -> None:
     assert line.endswith(
         "(stdout 45 bytes, the last 16 kept; stderr over 16 bytes, the last 16 kept)"
     )
+
+
+def test_a_command_recovered_after_its_stream_broke_keeps_its_code_and_says_output_may_be_missing():
+    parser = EventParser(1024)
+    parser.feed(frame("init", "id") + frame("stdout", "before"))
+    parser.ending = Ending(exit_code=4)
+    result = result_of(StreamedCommand(parser, abandoned=None, broke="the connection broke (x)"))
+    assert (result.exit_code, result.timed_out, result.sandbox_terminated) == (4, False, False)
+    assert result.stdout == "before\n"
+    assert "broke while the command ran (the connection broke (x))" in result.stderr
+    assert "output written after the break may be missing" in result.stderr
+
+
+def test_a_command_whose_end_could_not_be_learned_after_a_break_says_why() -> None:
+    parser = EventParser(1024)
+    parser.feed(frame("init", "id"))
+    result = result_of(StreamedCommand(parser, abandoned=None, broke="the stream ended early"))
+    assert (result.exit_code, result.sandbox_terminated) == (-1, False)
+    assert "The command's output stopped: the stream ended early." in result.stderr

@@ -16,7 +16,7 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.exceptions import SandboxApiException
 from opensandbox.models.sandboxes import SandboxEndpoint
 
-from opensandbox_provider.sandbox import _execd, _http
+from opensandbox_provider.sandbox import _execd, _http, _recovery
 from opensandbox_provider.sandbox._execd import Execd
 from opensandbox_provider.sandbox._http import SandboxHttp
 from tests.unit.execd_wire import complete, frame
@@ -37,12 +37,31 @@ class ScriptedExecd:
         # Off: a ping is answered 501, as by a server that is not execd; on: 200, as execd does.
         self.answers_ping = False
         self.pings = 0
+        # The answers to GET /command/status/{id}, in turn, the last one for every later
+        # request: (status code, JSON body). None is no answer at all (the request is held).
+        self.statuses: list[tuple[int, dict] | None] = [(501, {})]
+        self.status_requests: list[str] = []
         execd = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                if self.path.startswith("/command/status/"):
+                    execd.status_requests.append(self.path.rsplit("/", 1)[-1])
+                    turn = min(len(execd.status_requests), len(execd.statuses))
+                    answer = execd.statuses[turn - 1]
+                    if answer is None:
+                        time.sleep(HOLD)
+                        return
+                    code, body = answer
+                    data = json.dumps(body).encode()
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 execd.pings += 1
                 self.send_response(200 if execd.answers_ping else 501)
                 self.send_header("Content-Length", "0")
@@ -110,6 +129,14 @@ def hold_with_heartbeats(handler: BaseHTTPRequestHandler, interval: float = 0.2)
         send(handler, frame("ping", "pong"))
 
 
+@pytest.fixture(autouse=True)
+def quick_recovery(monkeypatch) -> None:
+    """A broken stream's command is asked after for a second, not half a minute."""
+    monkeypatch.setattr(_recovery, "EXECD_UNREACHABLE_BOUND", 1.0)
+    monkeypatch.setattr(_recovery, "STATUS_POLL_INTERVAL", 0.05)
+    monkeypatch.setattr(_recovery, "STATUS_REQUEST_TIMEOUT", 0.5)
+
+
 @pytest.fixture
 def execd_with() -> Iterator[Callable[[Callable[[BaseHTTPRequestHandler], None]], ScriptedExecd]]:
     servers: list[ScriptedExecd] = []
@@ -123,9 +150,15 @@ def execd_with() -> Iterator[Callable[[Callable[[BaseHTTPRequestHandler], None]]
         server.close()
 
 
-def run(execd: ScriptedExecd, command: str = "x", *, timeout_ms: int = 600_000) -> object:
+def run(
+    execd: ScriptedExecd,
+    command: str = "x",
+    *,
+    timeout_ms: int = 600_000,
+    gone: Callable[[], bool] = lambda: False,
+) -> object:
     return loopback_execd(execd.port).run(
-        command, timeout_ms=timeout_ms, max_output_bytes=100, cwd=None
+        command, timeout_ms=timeout_ms, max_output_bytes=100, cwd=None, gone=gone
     )
 
 
@@ -366,3 +399,115 @@ def test_a_stream_cut_off_inside_a_chunk_is_a_protocol_error(execd_with) -> None
     ):
         for _ in _http.iter_body(response, NO_HANG):
             pass
+
+
+def ended(exit_code: int, error: str = "") -> tuple[int, dict]:
+    status = {"id": "id", "running": False, "exit_code": exit_code, "error": error}
+    status["started_at"] = "2026-01-01T00:00:00Z"
+    status["finished_at"] = "2026-01-01T00:00:01Z"
+    return 200, status
+
+
+RUNNING = (200, {"id": "id", "running": True, "started_at": "2026-01-01T00:00:00Z"})
+
+
+def test_a_stalled_stream_whose_command_execd_still_knows_returns_its_real_end(
+    execd_with, monkeypatch
+) -> None:
+    # The stream goes silent and the ping unanswered, as through a network blip; execd's
+    # status answers, first that the command runs, then how it ended.
+    monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
+
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, frame("init", "id") + frame("stdout", "before the break"))
+        time.sleep(HOLD)
+
+    execd = execd_with(script)
+    execd.statuses = [RUNNING, RUNNING, ended(7, "exit status 7")]
+    outcome = run_in_thread(lambda: run(execd))
+    assert outcome["returned"]
+    streamed = outcome["result"]
+    assert streamed.abandoned is None
+    assert streamed.ending.exit_code == 7
+    assert "sent nothing for 0.5s" in streamed.broke
+    assert streamed.parser.stdout.text() == "before the break\n"
+    assert execd.status_requests == ["id", "id", "id"]
+
+
+def test_a_dropped_connection_is_recovered_from_execds_status(execd_with) -> None:
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, frame("init", "id") + frame("stdout", "partial"))
+        handler.connection.shutdown(2)  # the connection drops mid-chunk-stream
+
+    execd = execd_with(script)
+    execd.statuses = [ended(3, "exit status 3")]
+    outcome = run_in_thread(lambda: run(execd))
+    assert outcome["returned"]
+    streamed = outcome["result"]
+    assert (streamed.abandoned, streamed.ending.exit_code) == (None, 3)
+    assert "the connection broke" in streamed.broke
+    assert streamed.parser.stdout.text() == "partial\n"
+
+
+def test_a_command_execd_no_longer_knows_ends_without_an_ending(execd_with) -> None:
+    # A 404 is execd's "command not found", or the server's for a sandbox that is gone: the
+    # caller asks the server which.
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, frame("init", "id"))
+        handler.connection.shutdown(2)
+
+    execd = execd_with(script)
+    execd.statuses = [(404, {"code": "INVALID_REQUEST_BODY", "message": "command not found: id"})]
+    streamed = run(execd)
+    assert (streamed.abandoned, streamed.ending) == (None, None)
+    assert execd.status_requests == ["id"]
+
+
+def test_a_refused_status_of_a_sandbox_the_server_calls_gone_stops_at_once(execd_with) -> None:
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, frame("init", "id"))
+        handler.connection.shutdown(2)
+
+    execd = execd_with(script)
+    execd.statuses = [(502, {})]
+    started = time.monotonic()
+    streamed = run(execd, gone=lambda: True)
+    assert (streamed.abandoned, streamed.ending) == (None, None)
+    assert time.monotonic() - started < 1.0  # before the unreachable bound
+    assert execd.status_requests == ["id"]
+
+
+def test_a_stream_whose_execd_stays_silent_is_given_up_past_the_bound(
+    execd_with, monkeypatch
+) -> None:
+    monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
+
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, frame("init", "id"))
+        time.sleep(HOLD)
+
+    execd = execd_with(script)
+    execd.statuses = [None]  # held: no answer at all
+    outcome = run_in_thread(lambda: run(execd))
+    assert outcome["returned"]
+    abandoned = outcome["result"].abandoned
+    assert "sent nothing for 0.5s" in abandoned
+    assert "answered nothing for 1s" in abandoned
+
+
+def test_a_stream_that_ended_early_takes_its_end_from_the_status(execd_with) -> None:
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, frame("init", "id") + frame("stdout", "all of it"))
+        handler.wfile.write(b"0\r\n\r\n")
+
+    execd = execd_with(script)
+    execd.statuses = [ended(0)]
+    streamed = run(execd)
+    assert (streamed.abandoned, streamed.ending.exit_code) == (None, 0)
+    assert streamed.broke == _execd.ENDED_EARLY

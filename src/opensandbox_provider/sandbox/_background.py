@@ -11,41 +11,18 @@ which headers reach it are resolved beforehand, by the backend.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError
 
+from opensandbox_provider.sandbox._command_status import (
+    MAX_STATUS_BODY,
+    CommandStatus,
+    parse_status,
+)
+
 # execd gives the offset of the output's end in this header (docs/execd-wire.rst, wire-logs).
 TAIL_CURSOR_HEADER = "EXECD-COMMANDS-TAIL-CURSOR"
-# A status is a few hundred bytes of JSON; more is not a status.
-MAX_STATUS_BODY = 64 * 1024
-
-
-@dataclass(frozen=True)
-class CommandStatus:
-    """What execd says of a background command (docs/execd-wire.rst, wire-status)."""
-
-    running: bool
-    exit_code: int | None
-    # Go's text for how it ended, such as ``exit status 3`` or ``signal: killed``.
-    error: str
-    # Seconds from its start to its end, when execd says both.
-    duration: float | None
-    finished: bool = False
-
-    @property
-    def ended(self) -> bool:
-        # A record whose process has not started yet is not running either, but has neither an
-        # exit code nor an end.
-        return not self.running and (self.exit_code is not None or self.finished)
-
-    @property
-    def exit_status(self) -> int:
-        """The exit code; one left out as empty is 0 unless an error says otherwise."""
-        if self.exit_code is not None:
-            return self.exit_code
-        return -1 if self.error else 0
 
 
 @dataclass(frozen=True)
@@ -74,19 +51,7 @@ class BackgroundCommand:
             return None
         _require_ok(response, "read the status of")
         body = response.json() if len(response.content) <= MAX_STATUS_BODY else None
-        if not isinstance(body, dict) or not isinstance(body.get("running"), bool):
-            raise SandboxError(
-                f"execd answered the status of command {self.command_id} with something that is "
-                "not a command status."
-            )
-        exit_code = body.get("exit_code")
-        return CommandStatus(
-            running=body["running"],
-            exit_code=exit_code if isinstance(exit_code, int) else None,
-            error=str(body.get("error") or ""),
-            duration=_duration(body.get("started_at"), body.get("finished_at")),
-            finished=isinstance(body.get("finished_at"), str),
-        )
+        return parse_status(body, self.command_id)
 
     async def output(self, cursor: int, *, limit: int) -> OutputPiece:
         """Up to ``limit`` bytes of the combined output from byte ``cursor`` on."""
@@ -116,12 +81,3 @@ def _require_ok(response: httpx.Response, doing: str) -> None:
             f"execd refused to {doing} a background command with HTTP {response.status_code}: "
             f"{response.text[:500]}"
         )
-
-
-def _duration(started: object, finished: object) -> float | None:
-    if not isinstance(started, str) or not isinstance(finished, str):
-        return None
-    try:
-        return (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds()
-    except ValueError:
-        return None

@@ -16,6 +16,7 @@ ending under the command, which only the server can tell.
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import shlex
 import time
@@ -29,12 +30,15 @@ from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTermin
 
 from opensandbox_provider.sandbox._deadline import Deadline, bounded_by
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, quoted
-from opensandbox_provider.sandbox._events import EventParser
+from opensandbox_provider.sandbox._events import Ending, EventParser
 from opensandbox_provider.sandbox._http import SandboxHttp, iter_body, iter_raw, read_at_most
 from opensandbox_provider.sandbox._outcome import StreamedCommand
+from opensandbox_provider.sandbox._recovery import GaveUp, await_end
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
+
+log = logging.getLogger(__name__)
 
 EXECD_PORT = 44772
 # execd sends a heartbeat every 3 s while a command runs (docs/execd-wire.rst, wire-ping), so this
@@ -68,6 +72,8 @@ PROVISIONING_REQUEST_SECONDS = 30.0
 # The listing body is refused past this size before it is parsed, whatever it holds:
 # ten thousand entries with long absolute paths fit comfortably.
 MAX_LIST_BODY = 16 * 1024 * 1024
+# Why a stream that ended without its terminal event is asked after.
+ENDED_EARLY = "the stream ended before execd said how the command ended"
 _EVENT_STREAM_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
 
 
@@ -188,6 +194,7 @@ class Execd:
         cwd: str | None,
         on_output: Callable[[str, bytes], None] | None = None,
         background: bool = False,
+        gone: Callable[[], bool] = lambda: False,
     ) -> StreamedCommand:
         """
         Run ``command`` through execd, which kills it ``timeout_ms`` milliseconds after it starts.
@@ -200,6 +207,11 @@ class Execd:
         waiting out execd's grace after it (docs/execd-wire.rst, wire-grace), and once it is
         silent for :data:`STALL_WINDOW` seconds with execd answering no ping for
         :data:`LIVENESS_PROBE_TIMEOUT` more, or open :data:`BACKSTOP_GRACE` past the budget.
+
+        A foreground stream that breaks before its terminal event, silent or dropped, is not
+        the command's end: how the command ends is then asked of execd (see :mod:`._recovery`),
+        and ``gone``, which asks the server whether the sandbox still exists, tells a killed
+        sandbox from a network blip.
         """
         body: dict[str, object] = {"command": command, "timeout": timeout_ms}
         if cwd is not None:
@@ -214,6 +226,7 @@ class Execd:
             f"{timeout_ms / 1000:g}s budget"
         )
         past_budget = False
+        last_byte = time.monotonic()
 
         def still_alive() -> bool:
             nonlocal past_budget
@@ -240,21 +253,74 @@ class Execd:
             ):
                 _require_event_stream(response)
                 for chunk in iter_body(response, STALL_WINDOW, still_alive):
+                    last_byte = time.monotonic()
                     parser.feed(chunk)
                     if parser.ending is not None:
                         return StreamedCommand(parser, abandoned=None)
                     if time.monotonic() > give_up_at:
                         return StreamedCommand(parser, abandoned=overran)
-        except httpx.ReadTimeout:
+        except httpx.TransportError as e:
             if past_budget or time.monotonic() >= give_up_at:
                 return StreamedCommand(parser, abandoned=overran)
-            stalled = (
-                f"the sandbox sent nothing for {STALL_WINDOW:g}s, not even execd's heartbeat, "
-                f"and execd did not answer a ping within {LIVENESS_PROBE_TIMEOUT:g}s"
-            )
-            return StreamedCommand(parser, abandoned=stalled)
-        parser.close()
-        return StreamedCommand(parser, abandoned=None)
+            if isinstance(e, httpx.ReadTimeout):
+                broke = (
+                    f"the sandbox sent nothing for {STALL_WINDOW:g}s, not even execd's "
+                    f"heartbeat, and execd did not answer a ping within "
+                    f"{LIVENESS_PROBE_TIMEOUT:g}s"
+                )
+            elif parser.command_id is None:
+                # Nothing says the command started, so there is nothing to ask about.
+                raise
+            else:
+                broke = f"the connection broke ({quoted(e, 200) or type(e).__name__})"
+        else:
+            parser.close()
+            # A background command's stream ends once it has started, with no terminal event.
+            if parser.ending is not None or background or parser.command_id is None:
+                return StreamedCommand(parser, abandoned=None)
+            broke = ENDED_EARLY
+        if background or parser.command_id is None:
+            return StreamedCommand(parser, abandoned=broke)
+        return self._recover(parser, broke, last_byte, give_up_at, overran, gone)
+
+    def _recover(
+        self,
+        parser: EventParser,
+        broke: str,
+        last_byte: float,
+        give_up_at: float,
+        overran: str,
+        gone: Callable[[], bool],
+    ) -> StreamedCommand:
+        """How a command whose stream ``broke`` ended, asked of execd (see :mod:`._recovery`)."""
+        command_id = parser.command_id
+        assert command_id is not None
+        log.warning(
+            "Sandbox %s: the stream of command %s broke (%s); asking execd how it ends.",
+            self._sandbox.id,
+            command_id,
+            broke,
+        )
+        outcome = await_end(
+            self._http,
+            EXECD_PORT,
+            command_id,
+            last_contact=last_byte,
+            give_up_at=give_up_at,
+            overran=overran,
+            gone=gone,
+        )
+        if isinstance(outcome, GaveUp):
+            if broke == ENDED_EARLY:
+                # A stream that ended is no sign of a stuck guest, so the sandbox is kept; the
+                # result says the end is unknown.
+                return StreamedCommand(parser, abandoned=None, broke=f"{broke}; {outcome.why}")
+            return StreamedCommand(parser, abandoned=f"{broke}; {outcome.why}")
+        if outcome.status is not None:
+            status = outcome.status
+            message = status.error if status.exit_status == -1 else ""
+            parser.ending = Ending(exit_code=status.exit_status, message=message)
+        return StreamedCommand(parser, abandoned=None, broke=broke)
 
     def file_info(self, path: str, *, purpose: str, deadline: Deadline) -> FileInfo:
         """What ``path`` is; ``purpose`` completes "Could not ..." in an error's message."""

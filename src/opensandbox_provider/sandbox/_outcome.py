@@ -28,10 +28,13 @@ class StreamedCommand:
     ``abandoned`` says, as a clause for a sentence, why the stream was given up on before it
     ended: no byte for the stall window, or still open past the budget's backstop.
     ``None`` when it ended by itself, with ``ending`` holding the terminal event, if any.
+    ``broke`` says why a stream broke whose command's end was then read from execd's status
+    instead, with ``ending`` made from that status (see :mod:`._recovery`).
     """
 
     parser: EventParser
     abandoned: str | None
+    broke: str | None = None
 
     @property
     def ending(self) -> Ending | None:
@@ -56,6 +59,8 @@ def command_result(
         exit_code, timed_out = -1, True
     elif ending is None:
         exit_code, timed_out = -1, False
+        if streamed.broke is not None:
+            parser.stderr.append(f"The command's output stopped: {streamed.broke}.\n".encode())
         parser.stderr.append(
             b"The sandbox ended the command's output without saying how it ended.\n"
         )
@@ -66,6 +71,12 @@ def command_result(
             parser.stderr.append(ending.message.encode("utf-8", "replace") + b"\n")
         # Only the clock tells a deadline from a command killed by a signal.
         timed_out = ending.exit_code == -1 and elapsed >= applied
+        if streamed.broke is not None:
+            parser.stderr.append(
+                f"The connection to the sandbox broke while the command ran ({streamed.broke}); "
+                "its exit code was read from execd afterwards, and output written after the "
+                "break may be missing.\n".encode()
+            )
     return SandboxExecResult(
         exit_code=exit_code,
         stdout=parser.stdout.text(),

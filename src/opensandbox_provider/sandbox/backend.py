@@ -335,6 +335,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     max_output_bytes=max_output_bytes,
                     cwd=record.workdir,
                     on_output=on_output,
+                    gone=lambda: self._gone(record),
                 )
             except Exception as e:
                 # A transport error may be the sandbox ending under the command; the server

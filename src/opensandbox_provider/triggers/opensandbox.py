@@ -14,7 +14,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
-from opensandbox_provider.sandbox._background import BackgroundCommand, CommandStatus
+from opensandbox_provider.sandbox._background import BackgroundCommand
+from opensandbox_provider.sandbox._command_status import CommandStatus
 from opensandbox_provider.sandbox._events import BoundedTail
 from opensandbox_provider.sandbox._lease import RENEWALS_PER_LEASE
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend

@@ -1,0 +1,142 @@
+"""
+How a foreground command ended, learned from execd after its event stream broke.
+
+execd runs a command on its own clock, not the request's: when the stream that carries the
+command's events stalls or its connection drops, the command goes on, and execd keeps its
+status (docs/execd-wire.rst, wire-status). So a broken stream is not a lost command: its end is
+asked for by id, on a fresh connection, until execd says it ended. Only two things give the
+command up, after which the caller destroys the sandbox to end it: execd answering nothing for
+:data:`EXECD_UNREACHABLE_BOUND` seconds since the last byte it sent, or the command's deadline
+plus the backstop's grace passing.
+
+What the command wrote after the break cannot be read back: execd's log endpoint serves only
+background commands and refuses a foreground one (docs/execd-wire.rst, wire-logs). The result
+keeps the output that arrived and says that the rest may be missing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+from airflow.providers.common.ai.sandbox.base import SandboxError
+
+from opensandbox_provider.sandbox._command_status import (
+    MAX_STATUS_BODY,
+    CommandStatus,
+    parse_status,
+)
+from opensandbox_provider.sandbox._deadline import bounded_by
+from opensandbox_provider.sandbox._errors import status_of
+from opensandbox_provider.sandbox._http import SandboxHttp, read_at_most
+
+# How long execd may answer nothing at all, counted from the last byte it sent, before the
+# sandbox is taken for frozen or gone. It covers a network blip between the worker and the
+# sandbox; a frozen sandbox is noticed this long after it froze, which is still sooner than a
+# backstop of the budget plus 30 s on any but the shortest budget.
+EXECD_UNREACHABLE_BOUND = 30.0
+# How often execd is asked while the command still runs: a status read costs one small request.
+STATUS_POLL_INTERVAL = 1.0
+# How long one status request may take; a healthy execd answers in milliseconds.
+STATUS_REQUEST_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """
+    What execd said after the break: the command's ``status`` once it ended, or ``None`` when
+    execd has no record of it (a sandbox that is gone, or replaced, answers so).
+    """
+
+    status: CommandStatus | None
+
+
+@dataclass(frozen=True)
+class GaveUp:
+    """The command was given up on; ``why`` is a clause for a sentence."""
+
+    why: str
+
+
+def await_end(
+    http: SandboxHttp,
+    port: int,
+    command_id: str,
+    *,
+    last_contact: float,
+    give_up_at: float,
+    overran: str,
+    gone: Callable[[], bool],
+) -> Recovered | GaveUp:
+    """
+    Ask execd for command ``command_id`` until it has ended; give up as the module says.
+
+    ``last_contact`` is when the sandbox last sent a byte, ``give_up_at`` the command's
+    backstop, and ``overran`` the clause that says the backstop passed. ``gone`` asks the
+    server whether the sandbox still exists; it is asked only after a quick refusal, which a
+    killed sandbox gives and a network blip does not.
+    """
+    while True:
+        now = time.monotonic()
+        if now >= give_up_at:
+            return GaveUp(overran)
+        unreachable_at = last_contact + EXECD_UNREACHABLE_BOUND
+        if now >= unreachable_at:
+            return GaveUp(
+                f"the stream broke and execd then answered nothing for {EXECD_UNREACHABLE_BOUND:g}s"
+            )
+        timeout = min(STATUS_REQUEST_TIMEOUT, unreachable_at - now, give_up_at - now)
+        answer = _ask(http, port, command_id, timeout)
+        if isinstance(answer, CommandStatus):
+            last_contact = time.monotonic()
+            if answer.ended:
+                return Recovered(answer)
+        elif answer == _UNKNOWN:
+            return Recovered(None)
+        elif answer == _REFUSED and _known_gone(gone):
+            return Recovered(None)
+        time.sleep(max(0.0, min(STATUS_POLL_INTERVAL, give_up_at - time.monotonic())))
+
+
+# What a status request can come to besides a status.
+_UNKNOWN = "unknown"  # execd, or the server for it, has no such command: a 404
+_REFUSED = "refused"  # something answered, quickly, but not with a status
+_SILENT = "silent"  # nothing answered within the timeout
+
+
+def _ask(http: SandboxHttp, port: int, command_id: str, timeout: float) -> CommandStatus | str:
+    try:
+        # For the whole answer, not each read of it, as every wait on the sandbox is.
+        with (
+            bounded_by(time.monotonic() + timeout),
+            http.stream(
+                "GET",
+                port,
+                f"/command/status/{command_id}",
+                "Read a command's status",
+                expect=200,
+                timeout=timeout,
+            ) as response,
+        ):
+            body = read_at_most(response, MAX_STATUS_BODY)
+    except httpx.TimeoutException:
+        return _SILENT
+    except Exception as e:
+        # A 404 is execd's "command not found", or the server's for a sandbox it no longer
+        # has; a proxy in between answers for a sandbox it cannot reach with a 502 or 503.
+        return _UNKNOWN if status_of(e) == 404 else _REFUSED
+    try:
+        return parse_status(json.loads(body) if body is not None else None, command_id)
+    except (ValueError, RecursionError, SandboxError):
+        return _REFUSED
+
+
+def _known_gone(gone: Callable[[], bool]) -> bool:
+    """Whether the server says the sandbox is gone; a server that cannot say is no answer."""
+    try:
+        return gone()
+    except Exception:
+        return False
