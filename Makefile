@@ -94,9 +94,9 @@ compat-pin: setup
 docs: setup
 	$(PY) -m sphinx -q -W --keep-going -b html docs docs/_build/html
 
-# The local stack plus Airflow 3 (.airflow/demo), the system-test Dag run once, its log's key
-# lines, the UI address and the login; up until Ctrl-C. ONCE=1 exits after the run with the
-# run's state as the exit status; AIRFLOW_PORT=<port> picks the api-server's port, DEMO_HOME
+# The local stack plus Airflow 3 (.airflow/demo), each system-test Dag run once, their logs'
+# key lines, the UI address and the login; up until Ctrl-C. ONCE=1 exits after the runs, 0
+# when both succeeded; AIRFLOW_PORT=<port> picks the api-server's port, DEMO_HOME
 # another Airflow home.
 DEMO_HOME ?= .airflow/demo
 demo: setup

@@ -11,7 +11,13 @@ from types import FrameType
 
 from dev.airflow_stack import components
 from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
-from dev.airflow_stack.running import USERNAME, run_system_test, running_airflow
+from dev.airflow_stack.running import (
+    USERNAME,
+    DagRunOutcome,
+    RunningAirflow,
+    run_system_tests,
+    running_airflow,
+)
 from dev.stack.state import read_state
 
 
@@ -23,6 +29,16 @@ def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
+def _report(airflow: RunningAirflow, outcome: DagRunOutcome) -> None:
+    dag = outcome.dag
+    _say(f"\n{dag.dag_id}: key lines of the task logs ({len(outcome.log)} lines in all):")
+    for line in outcome.story():
+        _say(f"  {line}")
+    _say(f"Dag run {outcome.run_id}: {outcome.state} in {outcome.seconds:.1f}s")
+    last_task = dag.task_ids[-1]
+    _say(f"Log:   {airflow.task_url(outcome.run_id, dag_id=dag.dag_id, task_id=last_task)}")
+
+
 def demo(*, once: bool, port: int | None, home: Path, timeout: float) -> int:
     # The plain server runs no egress sidecar, which is what the system-test Dag's open spec needs.
     server = read_state().servers["plain"]
@@ -32,17 +48,14 @@ def demo(*, once: bool, port: int | None, home: Path, timeout: float) -> int:
     try:
         with running_airflow(site) as airflow:
             _say(f"Airflow is up after {airflow.startup_seconds:.1f}s.")
-            _say(f"Triggering the system-test Dag against OpenSandbox at {server.domain} ...")
-            outcome = run_system_test(airflow, server, timeout=timeout)
-            _say(f"\nKey lines of the task log ({len(outcome.log)} lines in all):")
-            for line in outcome.story():
-                _say(f"  {line}")
-            _say(f"\nDag run {outcome.run_id}: {outcome.state} in {outcome.seconds:.1f}s")
-            _say(f"UI:    {site.base_url}")
-            _say(f"Log:   {airflow.task_url(outcome.run_id)}")
+            _say(f"Triggering the system-test Dags against OpenSandbox at {server.domain} ...")
+            outcomes = run_system_tests(airflow, server, timeout=timeout)
+            for outcome in outcomes:
+                _report(airflow, outcome)
+            _say(f"\nUI:    {site.base_url}")
             _say(f"Login: {USERNAME} / {airflow.password}")
             if once:
-                return 0 if outcome.state == "success" else 1
+                return 0 if all(outcome.state == "success" for outcome in outcomes) else 1
             _say("\nAirflow stays up until Ctrl-C.")
             while not components.dead(site.home):
                 time.sleep(1.0)
@@ -59,16 +72,16 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m dev.airflow_stack")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(
-        "demo", help="start Airflow, run the system-test Dag, stay up until Ctrl-C"
+        "demo", help="start Airflow, run the system-test Dags, stay up until Ctrl-C"
     )
     run.add_argument(
-        "--once", action="store_true", help="exit after the run; exit status 0 on success"
+        "--once", action="store_true", help="exit after the runs; exit status 0 when all succeeded"
     )
     run.add_argument(
         "--port", type=int, default=None, help="api-server port (default: first free from 8080)"
     )
     run.add_argument("--home", type=Path, default=AIRFLOW_DIR / "demo", help="AIRFLOW_HOME to use")
-    run.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the Dag run")
+    run.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a Dag run")
     args = parser.parse_args(argv)
     return demo(once=args.once, port=args.port, home=args.home.resolve(), timeout=args.timeout)
 

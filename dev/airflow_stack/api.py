@@ -9,6 +9,7 @@ from urllib.parse import quote
 import httpx
 
 FINISHED_RUN_STATES = frozenset({"success", "failed"})
+FINISHED_TASK_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
 class AirflowApi:
@@ -70,12 +71,12 @@ class AirflowApi:
     def unpause(self, dag_id: str) -> None:
         self._call("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": False})
 
-    def trigger(self, dag_id: str, run_id: str) -> None:
+    def trigger(self, dag_id: str, run_id: str, *, conf: dict[str, Any] | None = None) -> None:
         # logical_date is required by the schema but may be null, so null is sent.
         self._call(
             "POST",
             f"/api/v2/dags/{dag_id}/dagRuns",
-            json={"dag_run_id": run_id, "logical_date": None},
+            json={"dag_run_id": run_id, "logical_date": None, "conf": conf or {}},
         )
 
     def run_state(self, dag_id: str, run_id: str) -> str:
@@ -94,6 +95,50 @@ class AirflowApi:
                     "scheduler's output in the Airflow home's logs/ directory."
                 )
             time.sleep(1.0)
+
+    def task_instances(self, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
+        """The run's task instances by task id: each with its ``state``, ``start_date``, ..."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances"
+        instances = self._call("GET", path).json()["task_instances"]
+        return {instance["task_id"]: instance for instance in instances}
+
+    def wait_for_task_state(
+        self, dag_id: str, run_id: str, task_id: str, state: str, *, timeout: float
+    ) -> None:
+        """Wait until the task is in ``state``; a task that finished in another one raises."""
+        deadline = time.monotonic() + timeout
+        while True:
+            # A run's task instances are made by the scheduler a moment after the run.
+            current = self.task_instances(dag_id, run_id).get(task_id, {}).get("state")
+            if current == state:
+                return
+            if current in FINISHED_TASK_STATES:
+                raise RuntimeError(
+                    f"Task {dag_id}/{run_id}/{task_id} ended {current!r} before it was {state!r}."
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"Task {dag_id}/{run_id}/{task_id} was still {current!r}, not {state!r}, "
+                    f"after {timeout:.0f}s."
+                )
+            time.sleep(0.5)
+
+    def return_value(self, dag_id: str, run_id: str, task_id: str) -> Any:
+        """The XCom a task returned, as the worker stored it."""
+        path = (
+            f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
+            "/xcomEntries/return_value"
+        )
+        return self._call("GET", path, params={"deserialize": "true"}).json()["value"]
+
+    def put_pool(self, name: str, *, slots: int) -> None:
+        """Create the pool, or set its slots; deferred tasks do not take a slot of it."""
+        path = f"/api/v2/pools/{quote(name, safe='')}"
+        pool = {"name": name, "slots": slots, "include_deferred": False}
+        if self._http.get(path).status_code == 200:
+            self._call("PATCH", path, json=pool)
+        else:
+            self._call("POST", "/api/v2/pools", json=pool)
 
     def task_try_number(self, dag_id: str, run_id: str, task_id: str) -> int:
         path = f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"

@@ -82,10 +82,11 @@ def _wait_gone(pid: int, deadline: float) -> bool:
     return False
 
 
-def stop(home: Path) -> list[str]:
-    """Stop every component started in ``home``; returns the names of those that were running."""
+def stop(home: Path, components: tuple[str, ...] = COMPONENTS) -> list[str]:
+    """Stop the ``components`` started in ``home`` (all four by default); returns the names of
+    those that were running."""
     running: dict[str, int] = {}
-    for component in COMPONENTS:
+    for component in components:
         pid_file = _pid_file(home, component)
         pid = _live_pid(pid_file)
         if pid is not None:
@@ -100,12 +101,12 @@ def stop(home: Path) -> list[str]:
     return list(running)
 
 
-def start(site: AirflowSite) -> None:
-    """Start the four components in the background; ``stop`` ends them."""
+def start(site: AirflowSite, components: tuple[str, ...] = COMPONENTS) -> None:
+    """Start the ``components`` (all four by default) in the background; ``stop`` ends them."""
     (site.home / "run").mkdir(exist_ok=True)
     (site.home / "logs").mkdir(exist_ok=True)
     environment = site.environment()
-    for component in COMPONENTS:
+    for component in components:
         with log_file(site.home, component).open("ab") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "airflow", component],
@@ -117,6 +118,12 @@ def start(site: AirflowSite) -> None:
                 start_new_session=True,
             )
         _pid_file(site.home, component).write_text(f"{process.pid} {_start_time(process.pid)}\n")
+
+
+def pid(home: Path, component: str) -> int | None:
+    """The PID of ``component`` as started in ``home``, which leads its process group; None
+    if it is not running."""
+    return _live_pid(_pid_file(home, component))
 
 
 def dead(home: Path) -> list[str]:

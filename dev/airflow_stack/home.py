@@ -6,13 +6,16 @@ import os
 import secrets
 import socket
 from base64 import urlsafe_b64encode
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_DIR = REPO / ".airflow"
 SYSTEM_TEST_DAG = REPO / "system_tests" / "example_sandbox_toolset_opensandbox.py"
+OPERATOR_DAG_FILE = REPO / "system_tests" / "example_opensandbox_operator.py"
+# The Dag files every local Airflow parses: the ones `make demo` runs.
+DEMO_DAG_FILES = (SYSTEM_TEST_DAG, OPERATOR_DAG_FILE)
 
 # The first port tried when none is asked for: the one Airflow's own docs use, so the
 # address looks familiar. Something else may already hold it, so the search moves on.
@@ -76,12 +79,16 @@ class AirflowSite:
     fernet_key: str
 
     @classmethod
-    def prepare(cls, home: Path, *, port: int | None = None) -> AirflowSite:
+    def prepare(
+        cls, home: Path, *, port: int | None = None, extra_dags: Sequence[Path] = ()
+    ) -> AirflowSite:
+        """The site in ``home``, its Dags folder linking the demo's Dags and ``extra_dags``."""
         dags = home / "dags"
         dags.mkdir(parents=True, exist_ok=True)
-        link = dags / SYSTEM_TEST_DAG.name
-        if not link.is_symlink():
-            link.symlink_to(SYSTEM_TEST_DAG)
+        for dag_file in (*DEMO_DAG_FILES, *extra_dags):
+            link = dags / dag_file.name
+            if not link.is_symlink():
+                link.symlink_to(dag_file)
         return cls(
             home=home,
             port=choose_api_port(port),

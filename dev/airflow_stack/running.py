@@ -1,4 +1,4 @@
-"""A running local Airflow and the one thing it is for here: running the system-test Dag."""
+"""A running local Airflow and what it is for here: running the system-test Dags."""
 
 from __future__ import annotations
 
@@ -28,8 +28,26 @@ STARTUP_TIMEOUT = 180.0
 DAG_PARSE_TIMEOUT = 120.0
 DEFAULT_RUN_TIMEOUT = 600.0
 
-# The loggers whose lines tell the sandbox's story in the task log: the backend's and the Dag's.
-_STORY_LOGGERS = ("opensandbox_provider", DAG_ID)
+
+@dataclass(frozen=True)
+class SystemTestDag:
+    """A system-test Dag the demo runs, and how to tell from its task logs that it passed."""
+
+    dag_id: str
+    # The tasks whose logs tell the story, in the order they are told.
+    task_ids: tuple[str, ...]
+    # What the Dag's last task logs, and only after every check before it passed.
+    passed_line: str
+
+
+TOOLSET_DAG = SystemTestDag(DAG_ID, (TASK_ID,), PASSED_LINE)
+OPERATOR_DAG = SystemTestDag(
+    "example_opensandbox_operator",
+    ("run_script", "letter_counts", "long_command", "check"),
+    "opensandbox operator e2e passed",
+)
+# What `make demo` runs, side by side: an agent's sandbox, and sandboxes with no agent.
+DEMO_DAGS = (TOOLSET_DAG, OPERATOR_DAG)
 
 
 @dataclass
@@ -39,32 +57,51 @@ class RunningAirflow:
     password: str
     startup_seconds: float
 
-    def task_url(self, run_id: str) -> str:
-        return f"{self.site.base_url}/dags/{DAG_ID}/runs/{run_id}/tasks/{TASK_ID}"
+    def task_url(self, run_id: str, *, dag_id: str = DAG_ID, task_id: str = TASK_ID) -> str:
+        return f"{self.site.base_url}/dags/{dag_id}/runs/{run_id}/tasks/{task_id}"
 
 
 @dataclass(frozen=True)
 class DagRunOutcome:
+    dag: SystemTestDag
     run_id: str
     state: str
     seconds: float
-    log: list[dict[str, Any]]
+    # Each story task's log, as structured events.
+    logs: dict[str, list[dict[str, Any]]]
+
+    @property
+    def log(self) -> list[dict[str, Any]]:
+        return [event for task_id in self.dag.task_ids for event in self.logs[task_id]]
 
     def story(self) -> list[str]:
-        """The task log's lines about the sandbox: created, checked, each tool call, torn down.
+        """The task logs' lines about the sandboxes: created, checked, each command or tool
+        call and its output, torn down.
 
         Errors come along, with the exception that failed the task, so a failed run says why.
+        A Dag of several tasks has each line led by its task's id.
         """
-        lines = []
-        for event in self.log:
-            text = str(event.get("event", ""))
-            if event.get("level") == "error":
-                details = event.get("error_detail", [])
-                causes = [f"{detail['exc_type']}: {detail['exc_value']}" for detail in details]
-                lines.append(" | ".join([f"ERROR {text}", *causes]))
-            elif str(event.get("logger", "")).startswith(_STORY_LOGGERS) or PASSED_LINE in text:
-                lines.append(text)
+        lines: list[str] = []
+        for task_id in self.dag.task_ids:
+            lead = f"[{task_id}] " if len(self.dag.task_ids) > 1 else ""
+            lines.extend(lead + line for line in _story_lines(self.logs[task_id], self.dag))
         return lines
+
+
+def _story_lines(log: list[dict[str, Any]], dag: SystemTestDag) -> Iterator[str]:
+    # The backend's loggers, the operator's and the trigger's (under Airflow's task logger,
+    # named after their modules), and the Dag's own.
+    loggers = ("opensandbox_provider", dag.dag_id)
+    for event in log:
+        text = str(event.get("event", ""))
+        if event.get("level") == "error":
+            details = event.get("error_detail", [])
+            causes = [f"{detail['exc_type']}: {detail['exc_value']}" for detail in details]
+            yield " | ".join([f"ERROR {text}", *causes])
+        elif any(name in str(event.get("logger", "")) for name in loggers):
+            yield text
+        elif dag.passed_line in text:
+            yield text
 
 
 def opensandbox_connection(server: ServerInfo) -> dict[str, Any]:
@@ -118,32 +155,60 @@ def running_airflow(site: AirflowSite) -> Iterator[RunningAirflow]:
         components.stop(site.home)
 
 
-def _wait_for_dag(api: AirflowApi) -> None:
+def _wait_for_dag(api: AirflowApi, dag_id: str) -> None:
     deadline = time.monotonic() + DAG_PARSE_TIMEOUT
-    while not api.dag_is_known(DAG_ID):
-        errors = [error for error in api.import_errors() if DAG_ID in error]
+    while not api.dag_is_known(dag_id):
+        errors = [error for error in api.import_errors() if dag_id in error]
         if errors:
-            raise RuntimeError(f"The system-test Dag failed to import:\n{errors[0]}")
+            raise RuntimeError(f"Dag {dag_id!r} failed to import:\n{errors[0]}")
         if time.monotonic() > deadline:
             raise TimeoutError(
-                f"Dag {DAG_ID!r} was not parsed within {DAG_PARSE_TIMEOUT:.0f}s; see the "
+                f"Dag {dag_id!r} was not parsed within {DAG_PARSE_TIMEOUT:.0f}s; see the "
                 "dag-processor's output in the Airflow home's logs/ directory."
             )
         time.sleep(1.0)
 
 
-def run_system_test(
-    airflow: RunningAirflow, server: ServerInfo, *, timeout: float = DEFAULT_RUN_TIMEOUT
-) -> DagRunOutcome:
-    """Point ``opensandbox_default`` at ``server``, trigger the system-test Dag, await its run."""
+def trigger(
+    airflow: RunningAirflow, server: ServerInfo, dag_id: str, *, conf: dict[str, Any] | None = None
+) -> str:
+    """Point ``opensandbox_default`` at ``server``, wait for ``dag_id`` and trigger it."""
     api = airflow.api
     api.put_connection(opensandbox_connection(server))
-    _wait_for_dag(api)
-    api.unpause(DAG_ID)
-    run_id = f"demo__{datetime.now(UTC):%Y%m%dT%H%M%S}"
+    _wait_for_dag(api, dag_id)
+    api.unpause(dag_id)
+    # The Dag's id in the run's id: two Dags triggered in the same second stay apart in logs.
+    run_id = f"demo__{datetime.now(UTC):%Y%m%dT%H%M%S}__{dag_id}"
+    api.trigger(dag_id, run_id, conf=conf)
+    return run_id
+
+
+def run_system_tests(
+    airflow: RunningAirflow,
+    server: ServerInfo,
+    dags: tuple[SystemTestDag, ...] = DEMO_DAGS,
+    *,
+    timeout: float = DEFAULT_RUN_TIMEOUT,
+) -> list[DagRunOutcome]:
+    """Trigger every one of ``dags`` at once against ``server``, await each run, read its logs."""
     started = time.monotonic()
-    api.trigger(DAG_ID, run_id)
-    state = api.wait_for_run(DAG_ID, run_id, timeout=timeout)
-    return DagRunOutcome(
-        run_id, state, time.monotonic() - started, api.task_log(DAG_ID, run_id, TASK_ID)
-    )
+    run_ids = [trigger(airflow, server, dag.dag_id) for dag in dags]
+    outcomes = []
+    for dag, run_id in zip(dags, run_ids, strict=True):
+        state = airflow.api.wait_for_run(dag.dag_id, run_id, timeout=timeout)
+        logs = {
+            task_id: airflow.api.task_log(dag.dag_id, run_id, task_id) for task_id in dag.task_ids
+        }
+        outcomes.append(DagRunOutcome(dag, run_id, state, time.monotonic() - started, logs))
+    return outcomes
+
+
+def run_system_test(
+    airflow: RunningAirflow,
+    server: ServerInfo,
+    dag: SystemTestDag = TOOLSET_DAG,
+    *,
+    timeout: float = DEFAULT_RUN_TIMEOUT,
+) -> DagRunOutcome:
+    """Trigger one system-test Dag against ``server`` and await its run."""
+    return run_system_tests(airflow, server, (dag,), timeout=timeout)[0]

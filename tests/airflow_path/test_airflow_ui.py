@@ -1,13 +1,15 @@
-"""A real Airflow 3 runs the system-test Dag; then a person's view of it, in headless Chromium.
+"""A real Airflow 3 runs the system-test Dags; then a person's view of them, in headless Chromium.
 
-One Airflow serves the module: the scheduler runs the Dag (LocalExecutor), the REST API reads
-its log, and the browser signs in, reads the task log and tests the connection. Screenshots
-of each page land in artifacts/browser/, whether the test passes or not.
+One Airflow serves the module: the scheduler runs the Dags (LocalExecutor), the REST API reads
+their logs, and the browser signs in, reads the task logs, watches a deferred task wait and
+tests the connection. Screenshots of each page land in artifacts/browser/, whether the test
+passes or not.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,16 +19,23 @@ from playwright.sync_api import Locator, Page, expect, sync_playwright
 from dev.airflow_stack.home import REPO
 from dev.airflow_stack.running import (
     CONN_ID,
+    OPERATOR_DAG,
     PASSED_LINE,
     USERNAME,
     DagRunOutcome,
     RunningAirflow,
+    trigger,
 )
+from dev.stack.state import ServerInfo
 from tests.airflow_path.browser import CHROMIUM_FLAGS, chromium_executable
+from tests.airflow_path.dags import opensandbox_deferred_ticks as ticks
 
 ARTIFACTS = REPO / "artifacts" / "browser"
 # Generous: the first page load compiles the UI's scripts on a loaded two-core machine.
 UI_TIMEOUT_MS = 60_000
+# Long enough to find the task deferred, open its page and read it there, on a loaded machine.
+DEFERRED_TICKS = 25
+DEFER_TIMEOUT = 180.0
 
 
 def test_system_test_dag_run_succeeds_in_airflow(dag_run: DagRunOutcome) -> None:
@@ -53,6 +62,12 @@ def test_task_log_tells_the_sandbox_lifecycle_in_order(dag_run: DagRunOutcome) -
         rest = rest[rest.index(expected) + len(expected) :]
     # The Dag logs this line last, and only after every check above it passed.
     assert PASSED_LINE in rest.splitlines()
+
+
+def test_operator_dag_run_succeeds_in_airflow(operator_dag_run: DagRunOutcome) -> None:
+    assert operator_dag_run.state == "success", "\n".join(operator_dag_run.story())
+    # Its last task logs this only once the three sandboxes' results were as expected.
+    assert any(OPERATOR_DAG.passed_line in line for line in operator_dag_run.story())
 
 
 @pytest.fixture(scope="module")
@@ -163,3 +178,49 @@ def test_ui_a_connection_added_through_the_form_keeps_the_server_proxy_default(
     extra = json.loads(airflow.api.connection("opensandbox_from_form")["extra"])
     # The untouched CA bundle field is saved as null too, which the hook reads as "no bundle".
     assert extra == {"request_timeout": 30, "use_server_proxy": None, "ca_bundle": None}
+
+
+def test_ui_task_log_shows_the_operator_commands_output_lines(
+    page: Page, airflow: RunningAirflow, operator_dag_run: DagRunOutcome
+) -> None:
+    run_id = operator_dag_run.run_id
+    dag_id = OPERATOR_DAG.dag_id
+    page.goto(airflow.task_url(run_id, dag_id=dag_id, task_id="run_script"))
+    with screenshot(page, "06-operator-task-log"):
+        expect(page.get_by_text("Success", exact=True).first).to_be_visible()
+        expect(page.get_by_text("'sh count.sh' exited 0 in").first).to_be_visible()
+        # The script's one line of output, a line of the log of its own: "[...] INFO - 3".
+        expect(page.get_by_text(re.compile(r" - 3$")).first).to_be_visible()
+    page.goto(airflow.task_url(run_id, dag_id=dag_id, task_id="long_command"))
+    with screenshot(page, "07-operator-deferred-task-log"):
+        expect(page.get_by_text("Success", exact=True).first).to_be_visible()
+        # The deferred command's lines, logged by the trigger, in the same task log.
+        for line in ("in the background as", "tick 1", "tick 2", "tick 3", "ended: exit code 0"):
+            expect(page.get_by_text(line).first).to_be_visible()
+
+
+def test_ui_shows_a_deferred_task_deferred_while_its_command_runs_then_successful(
+    page: Page, airflow: RunningAirflow, plain_server: ServerInfo
+) -> None:
+    api = airflow.api
+    run_id = trigger(airflow, plain_server, ticks.DAG_ID, conf={"seconds": DEFERRED_TICKS})
+    api.wait_for_task_state(ticks.DAG_ID, run_id, ticks.TASK_ID, "deferred", timeout=DEFER_TIMEOUT)
+    url = airflow.task_url(run_id, dag_id=ticks.DAG_ID, task_id=ticks.TASK_ID)
+    page.goto(url)
+    with screenshot(page, "08-deferred-task"):
+        expect(page.get_by_text("Deferred", exact=True).first).to_be_visible()
+        # Lines the command printed while the task waits in the triggerer are in its log.
+        expect(page.get_by_text("tick 2").first).to_be_visible()
+    # Still waiting after the page showed it so: the page did not show a stale state.
+    assert api.task_instances(ticks.DAG_ID, run_id)[ticks.TASK_ID]["state"] == "deferred"
+
+    assert api.wait_for_run(ticks.DAG_ID, run_id, timeout=DEFER_TIMEOUT) == "success"
+    page.goto(url)
+    with screenshot(page, "09-deferred-task-done"):
+        expect(page.get_by_text("Success", exact=True).first).to_be_visible()
+        expect(page.get_by_text(f"tick {DEFERRED_TICKS}").first).to_be_visible()
+        expect(page.get_by_text("ended: exit code 0").first).to_be_visible()
+    assert api.return_value(ticks.DAG_ID, run_id, ticks.TASK_ID) == {
+        "exit_code": 0,
+        "stdout": ticks.expected_stdout(DEFERRED_TICKS),
+    }

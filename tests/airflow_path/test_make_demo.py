@@ -1,4 +1,4 @@
-"""`make demo`: Airflow up, the system-test Dag run, its story printed, all stopped after."""
+"""`make demo`: Airflow up, the system-test Dags run, their stories printed, all stopped after."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 from dev.airflow_stack import components
 from dev.airflow_stack.home import AIRFLOW_DIR, REPO
-from dev.airflow_stack.running import PASSED_LINE
+from dev.airflow_stack.running import DEMO_DAGS, OPERATOR_DAG, TOOLSET_DAG
 from dev.stack.state import ServerInfo
 
-# Start-up, one run and the stop took about a minute here; the bound only keeps a hang finite.
+# Start-up, the runs and the stop took about a minute here; the bound only keeps a hang finite.
 DEMO_TIMEOUT = 900
 
 
@@ -30,7 +30,7 @@ def _recorded_pids(home: Path) -> list[int]:
     return [int(path.read_text().split()[0]) for path in (home / "run").glob("*.pid")]
 
 
-def test_make_demo_once_exits_zero_after_a_green_run(plain_server: ServerInfo) -> None:
+def test_make_demo_once_exits_zero_after_green_runs_of_both_dags(plain_server: ServerInfo) -> None:
     home = AIRFLOW_DIR / "pytest-demo-once"
     result = subprocess.run(
         ["make", "--no-print-directory", "demo", "ONCE=1", f"DEMO_HOME={home}"],
@@ -41,12 +41,30 @@ def test_make_demo_once_exits_zero_after_a_green_run(plain_server: ServerInfo) -
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
-    for expected in ("Created OpenSandbox sandbox", "Destroyed sandbox", PASSED_LINE):
-        assert expected in result.stdout
-    assert ": success in " in result.stdout
+    for dag in DEMO_DAGS:
+        # Each Dag's run is reported by its id, and its last task logged the line that it
+        # writes only once every check of the Dag passed.
+        assert f"__{dag.dag_id}: success in " in result.stdout, result.stdout[-4000:]
+        assert dag.passed_line in result.stdout
+    toolset, operator = (_section(result.stdout, dag.dag_id) for dag in (TOOLSET_DAG, OPERATOR_DAG))
+    for expected in ("Created OpenSandbox sandbox", "Destroyed sandbox"):
+        assert expected in toolset
+    # The operator Dag's story: a sandbox per task, the script's output, the deferred
+    # command's lines logged from the triggerer in order, each sandbox destroyed.
+    assert operator.count("Created OpenSandbox sandbox") == 3, operator
+    assert operator.count("Destroyed sandbox") == 3, operator
+    assert "  [run_script] 3" in operator.splitlines(), operator
+    ticks = [operator.index(f"[long_command] tick {n}") for n in (1, 2, 3)]
+    assert ticks == sorted(ticks), operator
     assert "Login: admin / " in result.stdout
     assert "Airflow stopped." in result.stdout
     assert _recorded_pids(home) == [], "a component's PID file outlived the demo"
+
+
+def _section(output: str, dag_id: str) -> str:
+    """What the demo printed about ``dag_id``'s run, from its heading to its run's state."""
+    start = output.index(f"\n{dag_id}: key lines of the task logs")
+    return output[start : output.index(f"__{dag_id}: ", start)]
 
 
 def test_demo_stops_every_component_on_ctrl_c(plain_server: ServerInfo) -> None:

@@ -223,6 +223,13 @@ class OpenSandboxOperator(BaseOperator):
         try:
             if event["status"] != "ended":
                 raise AirflowException(event["message"])
+            # As after a foreground command: nothing the command did may have widened the
+            # sandbox's egress unseen, whatever it exited with.
+            backend.recheck_policy(
+                sandbox,
+                self.spec,
+                after=f"{self.command!r} exited {event['exit_code']} in the background",
+            )
             end = CommandEnd(
                 exit_code=event["exit_code"],
                 stdout=event["output"],

@@ -391,6 +391,21 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         record = self._sandbox(sandbox)
         return record, max(1, round(record.fit_to_lifetime(timeout) * 1000))
 
+    def recheck_policy(self, sandbox: str, spec: SandboxSpec | None, *, after: str) -> None:
+        """
+        Prove again, after a command that ran in the background, that the sandbox enforces
+        the policy it was created with from ``spec``; destroy it if not, as after any other.
+
+        Such a command was watched from another process (the triggerer), so this backend has
+        not seen the sandbox since the one that created it proved its policy.
+        """
+        policy = _policy.network_policy(spec)
+        if policy is None:
+            return
+        record = self._sandbox(sandbox)
+        record.proven_policy = policy
+        self._recheck_policy(record, after=after)
+
     def _recheck_policy(self, record: SandboxRecord, *, after: str) -> None:
         """Destroy the sandbox if its sidecar no longer enforces the policy proven at create."""
         # The guest shares the sidecar's network namespace, and a server configured without
