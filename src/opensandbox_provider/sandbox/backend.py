@@ -22,7 +22,7 @@ from airflow.providers.common.ai.sandbox.base import (
 
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.sandbox import _arguments, _pause, _policy, _tags
+from opensandbox_provider.sandbox import _arguments, _pause, _policy, _tags, _volumes
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
 from opensandbox_provider.sandbox._execd import EXECD_PORT
 from opensandbox_provider.sandbox._files import SandboxFiles
@@ -33,7 +33,7 @@ from opensandbox_provider.sandbox._outcome import command_result, log_line, repl
 from opensandbox_provider.sandbox._record import SandboxRecord
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
     from typing import BinaryIO
 
     from airflow.providers.common.ai.sandbox.base import AttachedSandbox, SandboxSpec
@@ -99,6 +99,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         as :func:`~opensandbox_provider.sandbox.prepare_snapshot` returns it. The sandbox
         gets the snapshot's files and nothing else of the sandbox it was taken from: its
         network policy, environment and owner are those of the spec it is created with.
+    :param volumes: Data mounted into each sandbox this backend creates:
+        :class:`~opensandbox_provider.sandbox.NamedVolume` and
+        :class:`~opensandbox_provider.sandbox.HostPath` entries, read-only unless they say
+        otherwise. A host path must be under the server's ``[storage] allowed_host_paths``.
     :param pause_when_released: Pause a sandbox when a task releases it and no other holds
         it, so that it waits for the next task without using CPU; its lease runs on while it
         is paused. The next ``attach``, command or file operation on it, from any backend,
@@ -119,6 +123,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         use_server_proxy: bool | None = None,
         workdir: str | None = None,
         snapshot: str | None = None,
+        volumes: Sequence[_volumes.Mount] | None = None,
         pause_when_released: bool = False,
     ) -> None:
         _arguments.check_backend(
@@ -129,6 +134,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             ready_timeout=ready_timeout,
         )
         self.snapshot = _arguments.snapshot_id(snapshot)
+        self.volumes = _volumes.checked(volumes)
         self.opensandbox_conn_id = opensandbox_conn_id
         self.image = image
         self.cpu = cpu
@@ -166,6 +172,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             use_server_proxy=self.use_server_proxy,
             workdir=self.workdir,
             snapshot=self.snapshot,
+            volumes=self.volumes,
             pause_when_released=self.pause_when_released,
         )
 
@@ -212,12 +219,14 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     metadata=metadata,
                     resource={"cpu": self.cpu, "memory": self.memory},
                     network_policy=policy,
+                    volumes=_volumes.sdk_volumes(self.volumes),
                     connection_config=config,
                     # Readiness is polled below, without the SDK's backoff on the first miss.
                     skip_health_check=True,
                 )
             except Exception as e:
-                raise _policy.explain_refusal(e, policy) from e
+                refused = _volumes.explain_refusal(e, self.volumes)
+                raise (refused or _policy.explain_refusal(e, policy)) from e
         record = SandboxRecord(
             sdk,
             expires_at=started + self.sandbox_timeout,
