@@ -30,7 +30,7 @@ def test_the_same_inputs_name_the_same_snapshot() -> None:
         {"commands": ["make", "make install"]},
         {"commands": ["make "]},
         {"env": {"A": "1"}},
-        {"workdir": "/work"},
+        {"workdir": "/home/agent/work"},
     ],
 )
 def test_any_change_to_the_inputs_names_another_snapshot(change) -> None:

@@ -22,7 +22,10 @@ def test_mounts_are_read_only_unless_they_say_otherwise() -> None:
 def test_a_named_volume_must_exist_unless_it_is_created_with_the_sandbox() -> None:
     kept, scratch = (
         _volumes.sdk_volumes(
-            [NamedVolume("data", "/data"), NamedVolume("tmp", "/tmp/x", created_with_sandbox=True)]
+            [
+                NamedVolume("data", "/data"),
+                NamedVolume("tmp", "/scratch", created_with_sandbox=True),
+            ]
         )
         or []
     )
