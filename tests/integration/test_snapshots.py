@@ -20,6 +20,7 @@ from opensandbox import SandboxManagerSync
 from opensandbox.models.sandboxes import SandboxFilter, SnapshotFilter
 
 from dev.stack.state import ServerInfo, StackState
+from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.sandbox import (
     OpenSandboxBackend,
     _snapshots,
@@ -211,3 +212,22 @@ def test_time_to_first_command_from_the_plain_image_and_from_a_prepared_snapshot
     for name, value in timings.items():
         record_property(name, value)
     assert from_snapshot < from_image
+
+
+def test_the_operator_starts_its_sandbox_from_a_snapshot_rendered_from_its_template(
+    backend_on, plain_server, snapshots
+):
+    token = uuid.uuid4().hex
+    preparer = backend_on(plain_server)
+    snapshot = prepare_snapshot(preparer, [f"echo {token} > /opt/marker"])
+    snapshots.append((preparer, snapshot))
+    operator = OpenSandboxOperator(
+        task_id="analyse",
+        command="cat /opt/marker",
+        snapshot="{{ prepared }}",
+        spec=SandboxSpec(block_network=False),
+    )
+    operator.render_template_fields({"prepared": snapshot})
+
+    # The operator destroys its sandbox however it ends, before the snapshot is deleted.
+    assert operator.execute({}) == {"exit_code": 0, "stdout": f"{token}\n"}

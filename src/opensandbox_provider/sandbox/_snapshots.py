@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
-from opensandbox_provider.sandbox._errors import status_of
+from opensandbox_provider.sandbox._errors import done_unless_missing
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -138,14 +138,11 @@ def delete_snapshot(backend: OpenSandboxBackend, snapshot_id: str) -> None:
     be destroyed first: the server refuses to delete the image a container runs.
     """
     with backend._lifecycle.call(f"delete snapshot {snapshot_id}") as api:
-        try:
-            api.delete_snapshot(snapshot_id)
-        except Exception as e:
-            if status_of(e) != 404:
-                raise
-            log.info("Snapshot %s was already gone.", snapshot_id)
-            return
-    log.info("Deleted snapshot %s.", snapshot_id)
+        deleted = done_unless_missing(lambda: api.delete_snapshot(snapshot_id))
+    if deleted:
+        log.info("Deleted snapshot %s.", snapshot_id)
+    else:
+        log.info("Snapshot %s was already gone.", snapshot_id)
 
 
 def _run_set_up(

@@ -23,7 +23,7 @@ from airflow.providers.common.ai.sandbox.base import (
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _arguments, _pause, _policy, _tags, _volumes
-from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
+from opensandbox_provider.sandbox._errors import as_sandbox_errors, done_unless_missing, status_of
 from opensandbox_provider.sandbox._execd import EXECD_PORT
 from opensandbox_provider.sandbox._files import SandboxFiles
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
@@ -663,11 +663,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
 def _kill(kill: Callable[[], None], sandbox: str) -> None:
     """Run ``kill``: a sandbox the server no longer has is as destroyed as one it ends now."""
-    try:
-        kill()
-    except Exception as e:
-        if status_of(e) != 404:
-            raise
+    if done_unless_missing(kill):
+        log.info("Destroyed sandbox %s.", sandbox)
+    else:
         log.info("Sandbox %s was already gone.", sandbox)
-        return
-    log.info("Destroyed sandbox %s.", sandbox)
