@@ -13,6 +13,7 @@ import pytest
 from dev.stack import leaks
 from dev.stack.images import ROLES
 from dev.stack.state import ServerInfo, StackState, read_state
+from tests.snapshot_leaks import snapshot_leftovers, snapshot_resources
 
 STACK_FIXTURES = {"stack", "plain_server", "dns_server", "dns_nft_server"}
 HEALTH_WAIT_SECONDS = 30
@@ -116,7 +117,8 @@ def dns_nft_server(stack: StackState) -> ServerInfo:
 
 @pytest.fixture(scope="session", autouse=True)
 def no_leaked_sandboxes(request: pytest.FixtureRequest):
-    """Fails the run if a container, volume or network OpenSandbox made here outlives it.
+    """Fails the run if a container, volume, network or snapshot OpenSandbox made here
+    outlives it.
 
     It compares with what existed at the start, so another run on the same engine at the same
     time can make it fail too: run the stack suites one at a time.
@@ -125,13 +127,21 @@ def no_leaked_sandboxes(request: pytest.FixtureRequest):
         yield
         return
     before = leaks.opensandbox_resources()
+    try:
+        state: StackState | None = read_state()
+    except RuntimeError:
+        state = None  # no stack: the stack fixture fails the tests with its own message
+    snapshots_before = set() if state is None else snapshot_resources(state)
     yield
     left = leaks.leftovers(before)
+    if state is not None:
+        left += snapshot_leftovers(state, snapshots_before)
     if left:
         pytest.fail(
             "These OpenSandbox resources were created during the run and never removed: "
             + ", ".join(map(str, left))
-            + ". Destroy every sandbox a test creates (a try/finally or a fixture). If another "
-            "test run shared this Docker engine meanwhile, its sandboxes are listed too.",
+            + ". Destroy every sandbox a test creates, and delete every snapshot it makes (a "
+            "try/finally or a fixture). If another test run shared this Docker engine meanwhile, "
+            "its sandboxes and snapshots are listed too.",
             pytrace=False,
         )

@@ -6,6 +6,7 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
 from opensandbox_provider.operators.opensandbox import CommandEnd, OpenSandboxOperator, _tail
+from opensandbox_provider.sandbox import NamedVolume
 
 
 def test_a_mistake_in_the_sandboxs_arguments_fails_when_the_dag_is_parsed() -> None:
@@ -19,8 +20,23 @@ def test_egress_is_denied_unless_the_spec_opens_it() -> None:
     assert OpenSandboxOperator(task_id="t", command="true").spec.block_network is True
 
 
-def test_command_env_and_files_are_templated() -> None:
-    assert OpenSandboxOperator.template_fields == ("command", "env", "files")
+def test_command_env_files_and_the_snapshot_are_templated() -> None:
+    assert OpenSandboxOperator.template_fields == ("command", "env", "files", "snapshot")
+
+
+def test_the_snapshot_rendered_at_run_time_is_the_one_the_sandbox_starts_from() -> None:
+    operator = OpenSandboxOperator(task_id="t", command="true", snapshot="{{ prepared }}")
+    operator.render_template_fields({"prepared": "snap-1"})
+
+    assert operator.new_backend().snapshot == "snap-1"
+
+
+def test_volumes_reach_the_backend_read_only_by_default() -> None:
+    operator = OpenSandboxOperator(
+        task_id="t", command="true", volumes=[NamedVolume("data", "/data")]
+    )
+
+    assert operator.new_backend().volumes == (NamedVolume("data", "/data", read_only=True),)
 
 
 def test_skip_on_exit_code_is_99_as_for_bash_and_takes_one_code_many_or_none() -> None:

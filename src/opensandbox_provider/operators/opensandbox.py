@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from airflow.providers.common.ai.sandbox.base import SandboxExecResult
     from airflow.providers.common.compat.sdk import Context, ObjectStoragePath
 
+    from opensandbox_provider.sandbox import HostPath, NamedVolume
+
 # How much of each stream's tail is kept: the stdout returned as the task's XCom, and the
 # stderr a failure quotes. The whole output is in the task log, line by line.
 DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024
@@ -86,6 +88,12 @@ class OpenSandboxOperator(BaseOperator):
     :param env: Environment variables of the sandbox, added to ``spec.env``. Templated.
     :param spec: What the sandbox is provisioned with. The default,
         ``SandboxSpec()``, denies all egress; ``SandboxSpec(block_network=False)`` opens it.
+    :param snapshot: The id of a snapshot to start the sandbox from instead of ``image``, as
+        :func:`~opensandbox_provider.sandbox.prepare_snapshot` returns it. Templated, so
+        that it can come from the task that prepared it:
+        ``"{{ ti.xcom_pull('prepare') }}"``. The sandbox still gets this task's ``spec``.
+    :param volumes: Named volumes and host paths mounted into the sandbox, read-only unless
+        they say otherwise (see :class:`~opensandbox_provider.sandbox.NamedVolume`).
     :param workdir: An absolute path, created with the sandbox, where the command runs and
         relative paths in ``files`` and ``outputs`` resolve.
     :param files: Sandbox path to content: text (templated), bytes, or an
@@ -103,7 +111,7 @@ class OpenSandboxOperator(BaseOperator):
     :param max_file_bytes: The largest file copied in or out.
     """
 
-    template_fields: Sequence[str] = ("command", "env", "files")
+    template_fields: Sequence[str] = ("command", "env", "files", "snapshot")
     template_fields_renderers = {"command": "bash", "env": "json", "files": "json"}
     ui_color = "#e8f4f0"
 
@@ -116,6 +124,8 @@ class OpenSandboxOperator(BaseOperator):
         memory: str = "2Gi",
         env: Mapping[str, str] | None = None,
         spec: SandboxSpec | None = None,
+        snapshot: str | None = None,
+        volumes: Sequence[NamedVolume | HostPath] | None = None,
         workdir: str | None = None,
         files: Mapping[str, str | bytes | ObjectStoragePath] | None = None,
         outputs: Mapping[str, str | ObjectStoragePath] | None = None,
@@ -134,6 +144,7 @@ class OpenSandboxOperator(BaseOperator):
         self.command = command
         self.env = dict(env or {})
         self.spec = SandboxSpec() if spec is None else spec
+        self.snapshot = snapshot
         self.files = dict(files or {})
         self.outputs = dict(outputs or {})
         self.command_timeout = command_timeout
@@ -157,6 +168,7 @@ class OpenSandboxOperator(BaseOperator):
             "sandbox_timeout": sandbox_timeout,
             "ready_timeout": ready_timeout,
             "workdir": workdir,
+            "volumes": volumes,
         }
         # Built once here only for the backend's own checks, so that a mistake fails when the
         # Dag is parsed; each run builds its own, since a backend holds locks and threads.
@@ -170,7 +182,10 @@ class OpenSandboxOperator(BaseOperator):
 
     def new_backend(self) -> OpenSandboxBackend:
         """The backend that creates, drives and destroys this task's sandbox."""
-        return OpenSandboxBackend(self.opensandbox_conn_id, **self.sandbox_arguments)
+        # The snapshot is read at run time, once its template is rendered.
+        return OpenSandboxBackend(
+            self.opensandbox_conn_id, snapshot=self.snapshot, **self.sandbox_arguments
+        )
 
     def execute(self, context: Context) -> Any:
         backend = self._backend = self.new_backend()

@@ -51,6 +51,18 @@ def working_directory(workdir: str | None) -> str | None:
     return posixpath.normpath(workdir)
 
 
+def snapshot_id(snapshot: str | None) -> str | None:
+    """``snapshot`` as the server takes it, refusing an empty or non-string id."""
+    if snapshot is None:
+        return None
+    if not isinstance(snapshot, str) or not snapshot.strip():
+        raise ValueError(
+            f"snapshot must be the id of a snapshot on the server, as prepare_snapshot returns "
+            f"it, got {snapshot!r}."
+        )
+    return snapshot.strip()
+
+
 def environment(spec: SandboxSpec | None) -> dict[str, str] | None:
     """The spec's environment as the server takes it, or ``None`` when it sets none."""
     if spec is None or not spec.env:

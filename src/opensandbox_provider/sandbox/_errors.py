@@ -61,6 +61,17 @@ def status_of(error: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
+def done_unless_missing(call: Callable[[], object]) -> bool:
+    """Run ``call``; ``False`` when the server answers 404, as for what is already gone."""
+    try:
+        call()
+    except Exception as e:
+        if status_of(e) != 404:
+            raise
+        return False
+    return True
+
+
 def to_sandbox_error(
     error: BaseException, doing: str, *, terminal: bool = False
 ) -> SandboxError | None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import (
     EXPIRES_AT_TAG,
+    HOLDER_TAG,
     AttachableSandboxBackend,
     SandboxError,
     SandboxExecResult,
@@ -21,8 +22,8 @@ from airflow.providers.common.ai.sandbox.base import (
 
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.sandbox import _arguments, _policy, _tags
-from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
+from opensandbox_provider.sandbox import _arguments, _pause, _policy, _tags, _volumes
+from opensandbox_provider.sandbox._errors import as_sandbox_errors, done_unless_missing, status_of
 from opensandbox_provider.sandbox._execd import EXECD_PORT
 from opensandbox_provider.sandbox._files import SandboxFiles
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
@@ -32,7 +33,7 @@ from opensandbox_provider.sandbox._outcome import command_result, log_line, repl
 from opensandbox_provider.sandbox._record import SandboxRecord
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
     from typing import BinaryIO
 
     from airflow.providers.common.ai.sandbox.base import AttachedSandbox, SandboxSpec
@@ -76,7 +77,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     never moves the expiry earlier than the server has it. A task can provision a sandbox
     with ``SandboxSpec(owner=...)`` for another to attach to; the ownership tags are kept
     as sandbox metadata (see :mod:`~opensandbox_provider.sandbox._tags`), and such a
-    sandbox waits for its tasks, unheld, for one lease at a time.
+    sandbox waits for its tasks, unheld, for one lease at a time; with
+    ``pause_when_released`` it waits paused, and whatever reaches for it next resumes it.
 
     :param opensandbox_conn_id: The connection naming the server, or ``None`` for the
         ``OPEN_SANDBOX_DOMAIN`` and ``OPEN_SANDBOX_API_KEY`` environment variables.
@@ -93,6 +95,18 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     :param workdir: An absolute path, created with each sandbox, where every command runs and
         every relative path of the file tools resolves. Stamped on a sandbox provisioned for
         another task, whose backend then uses it whatever its own ``workdir`` says.
+    :param snapshot: The id of a snapshot to start each sandbox from instead of ``image``,
+        as :func:`~opensandbox_provider.sandbox.prepare_snapshot` returns it. The sandbox
+        gets the snapshot's files and nothing else of the sandbox it was taken from: its
+        network policy, environment and owner are those of the spec it is created with.
+    :param volumes: Data mounted into each sandbox this backend creates:
+        :class:`~opensandbox_provider.sandbox.NamedVolume` and
+        :class:`~opensandbox_provider.sandbox.HostPath` entries, read-only unless they say
+        otherwise. A host path must be under the server's ``[storage] allowed_host_paths``.
+    :param pause_when_released: Pause a sandbox when a task releases it and no other holds
+        it, so that it waits for the next task without using CPU; its lease runs on while it
+        is paused. The next ``attach``, command or file operation on it, from any backend,
+        resumes it first. Off by default: resuming costs the next task a moment.
     """
 
     name = "opensandbox"
@@ -108,6 +122,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         ready_timeout: float = 120.0,
         use_server_proxy: bool | None = None,
         workdir: str | None = None,
+        snapshot: str | None = None,
+        volumes: Sequence[_volumes.Mount] | None = None,
+        pause_when_released: bool = False,
     ) -> None:
         _arguments.check_backend(
             image=image,
@@ -116,6 +133,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             sandbox_timeout=sandbox_timeout,
             ready_timeout=ready_timeout,
         )
+        self.snapshot = _arguments.snapshot_id(snapshot)
+        self.volumes = _volumes.checked(volumes)
         self.opensandbox_conn_id = opensandbox_conn_id
         self.image = image
         self.cpu = cpu
@@ -124,6 +143,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self.ready_timeout = float(ready_timeout)
         self.use_server_proxy = use_server_proxy
         self.workdir = _arguments.working_directory(workdir)
+        self.pause_when_released = bool(pause_when_released)
         self._hook: OpenSandboxHook | None = None
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
@@ -151,6 +171,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             ready_timeout=self.ready_timeout,
             use_server_proxy=self.use_server_proxy,
             workdir=self.workdir,
+            snapshot=self.snapshot,
+            volumes=self.volumes,
+            pause_when_released=self.pause_when_released,
         )
 
     # ------------------------------------------------------------------
@@ -188,19 +211,22 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
             try:
                 sdk = SandboxSync.create(
-                    self.image,
+                    None if self.snapshot else self.image,
+                    snapshot_id=self.snapshot,
                     timeout=timedelta(seconds=self.sandbox_timeout),
                     ready_timeout=timedelta(seconds=self.ready_timeout),
                     env=env,
                     metadata=metadata,
                     resource={"cpu": self.cpu, "memory": self.memory},
                     network_policy=policy,
+                    volumes=_volumes.sdk_volumes(self.volumes),
                     connection_config=config,
                     # Readiness is polled below, without the SDK's backoff on the first miss.
                     skip_health_check=True,
                 )
             except Exception as e:
-                raise _policy.explain_refusal(e, policy) from e
+                refused = _volumes.explain_refusal(e, self.volumes)
+                raise (refused or _policy.explain_refusal(e, policy)) from e
         record = SandboxRecord(
             sdk,
             expires_at=started + self.sandbox_timeout,
@@ -211,9 +237,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         with self._lock:
             self._sandboxes[sdk.id] = record
         log.info(
-            "Created OpenSandbox sandbox %s from image %s with %s, in %.2fs.",
+            "Created OpenSandbox sandbox %s from %s with %s, in %.2fs.",
             sdk.id,
-            self.image,
+            f"snapshot {self.snapshot}" if self.snapshot else f"image {self.image}",
             _policy.describe(policy),
             time.monotonic() - started,
         )
@@ -266,7 +292,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if not is_sandbox_handle(handle):
             raise SandboxTerminalError(f"{handle!r} is not a sandbox handle.")
         config = self._connection_config()
-        with as_sandbox_errors(f"reconnect to sandbox {handle}"):
+        doing = f"reconnect to sandbox {handle}"
+        info = self._info(handle, doing=doing)
+        # Endpoints are resolved after the resume: a runtime may move them across a pause.
+        resumed = _pause.resume(self._lifecycle, handle) if _pause.is_paused(info) else None
+        with as_sandbox_errors(doing):
             from opensandbox import SandboxSync
 
             sdk = SandboxSync.connect(
@@ -275,19 +305,49 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 connect_timeout=timedelta(seconds=self.ready_timeout),
                 skip_health_check=True,
             )
-            try:
-                info = sdk.get_info()
-            except BaseException:
-                sdk.close()
-                raise
         record = SandboxRecord.reconnected(
             sdk, info, lease=self.sandbox_timeout, workdir=self.workdir
         )
+        if resumed is not None:
+            try:
+                self._check_resumed(record, took=resumed)
+            except BaseException:
+                sdk.close()
+                raise
         with self._lock:
             kept = self._sandboxes.setdefault(handle, record)
         if kept is not record:
             sdk.close()
         return kept
+
+    def _check_resumed(self, record: SandboxRecord, *, took: float) -> None:
+        """Wait for execd in a sandbox just resumed, and hold it to its policy again."""
+        sandbox = record.sdk.id
+        with as_sandbox_errors(f"reach sandbox {sandbox}"):
+            waited = record.execd.wait_until_answering(time.monotonic() + self.ready_timeout)
+        if waited is None:
+            raise SandboxError(
+                f"Sandbox {sandbox} was resumed, but execd did not answer within "
+                f"{self.ready_timeout:g}s. Retry the task, or raise ready_timeout."
+            )
+        # The server thaws the sidecar with the sandbox; a sidecar that came back without
+        # its rules would let the next command out, so it is asked before that command runs.
+        problem = (
+            None
+            if record.proven_policy is None
+            else _policy.unenforced(record.http, record.proven_policy)
+        )
+        if problem is not None:
+            self._destroy_quietly(sandbox, after="it was resumed without its network policy")
+            raise SandboxTerminalError(
+                f"Sandbox {sandbox} no longer enforced its network policy after it was resumed, "
+                f"so it was destroyed: {problem}"
+            )
+        log.info(
+            "Resumed sandbox %s: execd answered %.2fs after the resume was asked for.",
+            sandbox,
+            took + waited,
+        )
 
     def _gone(self, record: SandboxRecord) -> bool:
         """Whether the sandbox no longer exists or can no longer run; a failure to ask raises."""
@@ -533,12 +593,28 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             raise
         with self._lock:
             closing_renewal = sandbox in self._unrenewed
+        alive = True
         if closing_renewal:
             # One more lease, so the task that collects the sandbox's files finds a whole one.
-            if not self.renew(sandbox):
+            alive = self.renew(sandbox)
+            if not alive:
                 log.info("Sandbox %s ended before it was released.", sandbox)
             with self._lock:
                 self._unrenewed.discard(sandbox)
+        # Paused only once nobody holds it: a release by a task that was not the holder
+        # leaves the holder's sandbox running.
+        if alive and self.pause_when_released and HOLDER_TAG not in self.read_tags(sandbox):
+            self.pause(sandbox)
+
+    def pause(self, sandbox: str) -> None:
+        """
+        Stop renewing ``sandbox``, forget it and pause it, to wait for its next task without
+        using CPU. Its expiry stays where the last renewal put it; any backend's next
+        ``attach``, command or file operation on it resumes it.
+        """
+        self.hand_over(sandbox)
+        if _pause.pause(self._lifecycle, sandbox):
+            log.info("Paused sandbox %s until a task reaches for it again.", sandbox)
 
     def hand_over(self, sandbox: str) -> None:
         """
@@ -603,11 +679,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
 def _kill(kill: Callable[[], None], sandbox: str) -> None:
     """Run ``kill``: a sandbox the server no longer has is as destroyed as one it ends now."""
-    try:
-        kill()
-    except Exception as e:
-        if status_of(e) != 404:
-            raise
+    if done_unless_missing(kill):
+        log.info("Destroyed sandbox %s.", sandbox)
+    else:
         log.info("Sandbox %s was already gone.", sandbox)
-        return
-    log.info("Destroyed sandbox %s.", sandbox)

@@ -1,0 +1,61 @@
+"""Volumes against the real server: a named volume shared read-only, and the refusals.
+
+The stack's servers list no ``[storage] allowed_host_paths``, so they refuse every host path:
+that refusal is what is tested here. Each named volume is made by the server for the sandbox
+that asks for it and removed with that sandbox, which the run-wide leak check confirms.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
+
+from opensandbox_provider.sandbox import HostPath, NamedVolume
+
+OPEN = SandboxSpec(block_network=False)
+
+
+def test_a_named_volume_is_shared_and_mounted_read_only_by_default(sandbox_on, plain_server):
+    name = f"airflow-test-{uuid.uuid4().hex[:12]}"
+    writer = sandbox_on(
+        plain_server,
+        OPEN,
+        volumes=[NamedVolume(name, "/data", read_only=False, created_with_sandbox=True)],
+    )
+    assert writer.run("echo shared > /data/input.txt").exit_code == 0
+    reader = sandbox_on(plain_server, OPEN, volumes=[NamedVolume(name, "/data")])
+
+    assert reader.run("cat /data/input.txt").stdout == "shared\n"
+    refused = reader.run("touch /data/other.txt")
+    assert refused.exit_code != 0
+    assert "Read-only file system" in refused.stderr
+    assert writer.run("test ! -e /data/other.txt").exit_code == 0
+    # Before the writer, whose destroy removes the volume: a volume still mounted stays.
+    reader.backend.destroy(reader.handle)
+
+
+def test_a_host_path_the_server_does_not_allow_names_the_setting_to_change(
+    backend_on, plain_server
+):
+    backend = backend_on(plain_server, volumes=[HostPath("/srv/airflow-data", "/data")])
+
+    with pytest.raises(SandboxTerminalError) as raised:
+        backend.create(spec=OPEN)
+
+    message = str(raised.value)
+    assert "VOLUME::HOST_PATH_NOT_ALLOWED" in message
+    assert "[storage] allowed_host_paths" in message
+
+
+def test_a_named_volume_that_does_not_exist_is_refused_with_what_to_do(backend_on, plain_server):
+    missing = f"airflow-test-missing-{uuid.uuid4().hex[:12]}"
+    backend = backend_on(plain_server, volumes=[NamedVolume(missing, "/data")])
+
+    with pytest.raises(SandboxTerminalError) as raised:
+        backend.create(spec=OPEN)
+
+    message = str(raised.value)
+    assert missing in message and "VOLUME::PVC_NOT_FOUND" in message
+    assert "created_with_sandbox=True" in message

@@ -1,0 +1,173 @@
+"""Pausing a released sandbox and resuming it on the next reach, against a stand-in server."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+from airflow.providers.common.ai.sandbox.base import HOLDER_TAG, OWNER_TAG
+
+from opensandbox_provider.sandbox import OpenSandboxBackend, _pause, _tags
+from opensandbox_provider.sandbox._record import SandboxRecord
+
+OWNER = "dag/run"
+HOLDER = "dag/run/agent"
+
+
+class WrongState(Exception):
+    """What the SDK raises when the server answers 409."""
+
+    status_code = 409
+
+
+class Server:
+    """One sandbox's lifecycle, as the server keeps it: its state, tags and expiry."""
+
+    def __init__(self, *, holder: str | None = HOLDER) -> None:
+        tags = {OWNER_TAG: OWNER} if holder is None else {OWNER_TAG: OWNER, HOLDER_TAG: holder}
+        self.metadata = _tags.encode(tags)
+        self.state = "Running"
+        self.expires_at = datetime.now(UTC) + timedelta(seconds=600)
+        self.calls: list[str] = []
+
+    def get_sandbox_info(self, sandbox: str) -> SimpleNamespace:
+        return SimpleNamespace(
+            id=sandbox,
+            metadata=dict(self.metadata),
+            expires_at=self.expires_at,
+            status=SimpleNamespace(state=self.state),
+        )
+
+    def patch_sandbox_metadata(self, sandbox: str, changes: dict) -> None:
+        for key, value in changes.items():
+            if value is None:
+                self.metadata.pop(key, None)
+            else:
+                self.metadata[key] = value
+
+    def renew_sandbox(self, sandbox: str, timeout: timedelta) -> None:
+        self.calls.append("renew")
+        self.expires_at = datetime.now(UTC) + timeout
+
+    def pause_sandbox(self, sandbox: str) -> None:
+        self.calls.append("pause")
+        if self.state != "Running":
+            raise WrongState
+        self.state = "Paused"
+
+    def resume_sandbox(self, sandbox: str) -> None:
+        self.calls.append("resume")
+        if self.state != "Paused":
+            raise WrongState
+        self.state = "Running"
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Server:
+    from opensandbox.sync.manager import SandboxManagerSync
+
+    stand_in = Server()
+    monkeypatch.setattr(SandboxManagerSync, "create", staticmethod(lambda config: stand_in))
+    monkeypatch.setattr(OpenSandboxBackend, "_connection_config", lambda self: object())
+    return stand_in
+
+
+@pytest.fixture
+def connects(monkeypatch: pytest.MonkeyPatch, server: Server) -> list[str]:
+    """Each connection a backend opens, in the stand-in server's order of calls."""
+    from opensandbox import SandboxSync
+
+    def connect(handle: str, **_: object) -> SimpleNamespace:
+        # A connection to a frozen sandbox would resolve endpoints that may not last.
+        server.calls.append(f"connect while {server.state}")
+        return SimpleNamespace(id=handle, close=lambda: None)
+
+    monkeypatch.setattr(SandboxSync, "connect", staticmethod(connect))
+    # The services a record opens on a sandbox need real endpoints; none is used here.
+    monkeypatch.setattr(SandboxRecord, "__post_init__", lambda self: None)
+    resumed: list[str] = []
+    monkeypatch.setattr(
+        OpenSandboxBackend,
+        "_check_resumed",
+        lambda self, record, took: resumed.append(record.sdk.id),
+    )
+    return resumed
+
+
+def test_pausing_what_is_already_paused_says_so_instead_of_failing(server) -> None:
+    backend = OpenSandboxBackend()
+    server.state = "Paused"
+
+    assert not _pause.pause(backend._lifecycle, "sb-1")
+
+
+def test_resuming_what_another_task_resumed_first_is_no_failure(server) -> None:
+    backend = OpenSandboxBackend()
+
+    assert _pause.resume(backend._lifecycle, "sb-1") >= 0
+    assert server.calls == ["resume"]
+
+
+def test_a_release_pauses_the_sandbox_after_its_closing_renewal(server) -> None:
+    backend = OpenSandboxBackend(pause_when_released=True)
+
+    backend.release("sb-1", holder=HOLDER)
+
+    assert server.state == "Paused"
+    assert HOLDER_TAG not in _tags.decode(server.metadata)
+
+
+def test_a_release_leaves_the_sandbox_running_by_default(server) -> None:
+    OpenSandboxBackend().release("sb-1", holder=HOLDER)
+
+    assert server.state == "Running"
+    assert "pause" not in server.calls
+
+
+def test_a_release_by_a_task_that_does_not_hold_it_leaves_the_holders_sandbox_running(
+    server,
+) -> None:
+    OpenSandboxBackend(pause_when_released=True).release("sb-1", holder="someone/else")
+
+    assert server.state == "Running"
+    assert _tags.decode(server.metadata)[HOLDER_TAG] == HOLDER
+
+
+def test_a_paused_sandbox_keeps_the_expiry_of_its_last_renewal(server) -> None:
+    backend = OpenSandboxBackend(pause_when_released=True)
+    backend._leases.hold("sb-1", lease=600)
+    renewed_to = server.expires_at
+
+    backend.release("sb-1", holder=HOLDER)
+
+    # The closing renewal, then the pause: no renewal runs while it is paused.
+    assert server.calls[-2:] == ["renew", "pause"]
+    assert server.expires_at >= renewed_to
+    assert backend._leases.held() == frozenset()
+
+
+def test_reaching_for_a_paused_sandbox_resumes_it_before_connecting(server, connects) -> None:
+    server.state = "Paused"
+    backend = OpenSandboxBackend()
+
+    record = backend._sandbox("sb-1")
+
+    assert server.calls == ["resume", "connect while Running"]
+    assert connects == ["sb-1"]
+    assert record.sdk.id == "sb-1"
+
+
+def test_reaching_for_a_running_sandbox_resumes_nothing(server, connects) -> None:
+    OpenSandboxBackend()._sandbox("sb-1")
+
+    assert server.calls == ["connect while Running"]
+    assert connects == []
+
+
+def test_the_pause_setting_survives_airflows_deep_copy_of_a_task() -> None:
+    assert copy.deepcopy(OpenSandboxBackend(pause_when_released=True)).pause_when_released
