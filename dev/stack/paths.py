@@ -11,5 +11,7 @@ CACHE_DIR = STACK_DIR / "cache"
 LOG_DIR = STACK_DIR / "logs"
 RUN_DIR = STACK_DIR / "run"
 SERVER_VENV = STACK_DIR / "server-venv"
+# The one host directory the servers let a sandbox mount (their [storage] allowed_host_paths).
+HOST_MOUNTS_DIR = STACK_DIR / "host-mounts"
 SERVER_REQUIREMENTS = REPO / "requirements" / "stack-server.txt"
 STACK_SOURCES = Path(__file__).resolve().parent

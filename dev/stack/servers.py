@@ -18,7 +18,13 @@ import urllib.request
 from dataclasses import dataclass
 
 from dev.stack import images, processes
-from dev.stack.paths import API_KEY_FILE, SERVER_REQUIREMENTS, SERVER_VENV, STACK_DIR
+from dev.stack.paths import (
+    API_KEY_FILE,
+    HOST_MOUNTS_DIR,
+    SERVER_REQUIREMENTS,
+    SERVER_VENV,
+    STACK_DIR,
+)
 
 HOST = "127.0.0.1"
 SERVER_VERSION = "1.1.1"
@@ -76,6 +82,9 @@ mode = "direct"
 [store]
 type = "sqlite"
 path = "{self.directory / "home" / "opensandbox.db"}"
+
+[storage]
+allowed_host_paths = ["{HOST_MOUNTS_DIR}"]  # the volume tests mount directories under it
 """
         if self.egress_mode:
             text += f"""
@@ -141,6 +150,7 @@ def ensure_server(spec: ServerSpec, key: str, choice: images.ImageChoice) -> boo
     Returns None when it was left running, else whether an older process was stopped first.
     """
     config = spec.config(key, choice)
+    HOST_MOUNTS_DIR.mkdir(parents=True, exist_ok=True)
     fingerprint = _fingerprint(config, images.image_id(choice.image("execd")) or "")
     running = processes.find(spec.process_name)
     if running is not None and running.fingerprint == fingerprint:

@@ -1,17 +1,22 @@
-"""Volumes against the real server: a named volume shared read-only, and the refusals.
+"""Volumes against the real server: a named volume shared read-only, a host path, and the refusals.
 
-The stack's servers list no ``[storage] allowed_host_paths``, so they refuse every host path:
-that refusal is what is tested here. Each named volume is made by the server for the sandbox
-that asks for it and removed with that sandbox, which the run-wide leak check confirms.
+The stack's servers allow one host directory (``[storage] allowed_host_paths``, see
+``dev/stack/servers.py``): a directory under it is mounted, and any other host path is refused.
+Each named volume is made by the server for the sandbox that asks for it and removed with that
+sandbox, which the run-wide leak check confirms.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
+from dev.stack.paths import HOST_MOUNTS_DIR
 from opensandbox_provider.sandbox import HostPath, NamedVolume
 
 OPEN = SandboxSpec(block_network=False)
@@ -59,3 +64,21 @@ def test_a_named_volume_that_does_not_exist_is_refused_with_what_to_do(backend_o
     message = str(raised.value)
     assert missing in message and "VOLUME::PVC_NOT_FOUND" in message
     assert "created_with_sandbox=True" in message
+
+
+def test_a_host_path_the_server_allows_is_read_in_place_and_read_only_by_default(
+    sandbox_on, plain_server
+):
+    # The stack's servers allow exactly one host directory; a directory under it is mounted.
+    shared = Path(tempfile.mkdtemp(prefix="volume-test-", dir=HOST_MOUNTS_DIR))
+    try:
+        (shared / "input.csv").write_text("a,b\n1,2\n")
+        reader = sandbox_on(plain_server, OPEN, volumes=[HostPath(str(shared), "/data")])
+
+        assert reader.run("cat /data/input.csv").stdout == "a,b\n1,2\n"
+        refused = reader.run("touch /data/written.txt")
+        assert refused.exit_code != 0
+        assert "Read-only file system" in refused.stderr
+        assert not (shared / "written.txt").exists()
+    finally:
+        shutil.rmtree(shared)

@@ -21,8 +21,7 @@ Environment, read from execd's own environment (the sandbox's env, set when it i
                             silent     the stream stops after its first event (init): no output,
                                        no terminal event, no heartbeats; the connection is held
                                        open until the client hangs up, and while it is, a ping
-                                       and a command's status go unanswered too, as from a
-                                       frozen execd.
+                                       goes unanswered too, as from a frozen execd.
                             heartbeat  after init only the 3-second heartbeats keep arriving; no
                                        output and no terminal event ever do.
                           Unset or empty: no stall. Any other value stops execd at start-up.

@@ -5,14 +5,11 @@ from command_records import COMMANDS
 from exchange import INVALID_REQUEST_BODY, ApiError, Exchange, bad_request, runtime_error
 from go_encoding import go_errno_text, go_parse_int, go_path_error
 from process_groups import terminate_group
-from stall import STALL
 
 
 def command_status(exchange: Exchange, command_id: str) -> None:
     """An unknown id is a 404 whose code is INVALID_REQUEST_BODY
-    (docs/execd-wire.rst, wire-status); held while the test-only silent stall has a stream
-    open."""
-    STALL.hold_while_silent()
+    (docs/execd-wire.rst, wire-status)."""
     record = COMMANDS.get(command_id)
     if record is None:
         raise ApiError(404, INVALID_REQUEST_BODY, f"command not found: {command_id}")

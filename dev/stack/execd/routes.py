@@ -21,7 +21,7 @@ from upload import upload_files
 def ping(exchange: Exchange) -> None:
     """200 with an empty body (docs/execd-wire.rst, wire-readiness); held while the test-only
     silent stall has a stream open."""
-    STALL.hold_while_silent()
+    STALL.hold_ping()
     exchange.respond_empty()
 
 

@@ -4,7 +4,7 @@ import os
 import threading
 import time
 
-# How long a held ping or status request waits for the stall to end before it is answered anyway.
+# How long a held ping waits for the stall to end before it is answered anyway.
 PING_HOLD_S = 120.0
 
 STALL_VARIABLE = "OPENSANDBOX_TEST_STALL"
@@ -31,7 +31,7 @@ class Stall:
 
     def stream_opened(self) -> None:
         """A silent stall stands for a frozen execd: while one of its streams is open, a ping
-        and a command's status go unanswered too, as they would from a frozen sandbox."""
+        goes unanswered too, as it would from a frozen sandbox."""
         if self.mode == "silent":
             with self._changed:
                 self._silent_streams += 1
@@ -42,7 +42,7 @@ class Stall:
                 self._silent_streams -= 1
                 self._changed.notify_all()
 
-    def hold_while_silent(self) -> None:
+    def hold_ping(self) -> None:
         """Returns at once, or once no silent stream is open (at most PING_HOLD_S later)."""
         deadline = time.monotonic() + PING_HOLD_S
         with self._changed:
