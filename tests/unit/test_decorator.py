@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk import dag, task
+from airflow.providers.common.compat.sdk import dag, task
 
 from opensandbox_provider.decorators import opensandbox as decorator
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
