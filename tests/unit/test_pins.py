@@ -72,6 +72,29 @@ def test_the_pinned_build_backend_satisfies_the_build_requirement() -> None:
     assert requirement.specifier.contains(version), f"{requirement.name} {version}"
 
 
+def declared_lines(*, only_the_sdk_from_the_extra: bool = False) -> list[str]:
+    """The requirements as pyproject.toml spells them, which is how the docs quote them."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extra = project["optional-dependencies"]["opensandbox"]
+    if only_the_sdk_from_the_extra:
+        extra = [line for line in extra if Requirement(line).name == "opensandbox"]
+    return [*project["dependencies"], *extra]
+
+
+@pytest.mark.parametrize("line", declared_lines())
+def test_the_installation_page_states_each_declared_range(line: str) -> None:
+    page = (REPO / "docs" / "installation.rst").read_text(encoding="utf-8")
+    assert f"``{line}``" in page, f"docs/installation.rst does not state {line}"
+
+
+# The README names the ranges of Airflow, common-ai and the SDK; the HTTP libraries' are on
+# the installation page.
+@pytest.mark.parametrize("line", declared_lines(only_the_sdk_from_the_extra=True))
+def test_the_readme_states_each_declared_range_but_the_http_libraries(line: str) -> None:
+    readme = (REPO / "README.rst").read_text(encoding="utf-8")
+    assert f"``{line}``" in readme, f"README.rst does not state {line}"
+
+
 @pytest.mark.parametrize("requirement", declared(), ids=str)
 def test_every_declared_range_stops_below_a_major_release(requirement: Requirement) -> None:
     # A new major release may break the API the package uses; the matrix must prove it first.
