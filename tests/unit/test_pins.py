@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from dev.compat.combinations import COMBINATIONS, COMMON_AI, PINS_DIR, Combination
+from dev.compat.combinations import COMBINATIONS, COMMON_AI, HELD_BACK, PINS_DIR, Combination
 
 REPO = Path(__file__).resolve().parents[2]
 PIN_FILES = [REPO / "requirements" / "pinned.txt", *(c.pins for c in COMBINATIONS)]
@@ -109,6 +109,18 @@ def test_each_combination_is_pinned_at_its_own_versions(combination: Combination
     assert Version(pins["apache-airflow"]).release[:2] == Version(combination.airflow).release
     assert pins["opensandbox"] == combination.sdk
     assert pins["apache-airflow-providers-common-ai"] == COMMON_AI
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS, ids=lambda c: c.name)
+def test_each_combination_is_pinned_within_what_its_line_holds_back(
+    combination: Combination,
+) -> None:
+    # A hold added without `make compat-pin` would leave the pins at the failing release.
+    pins = pins_of(combination.pins)
+    for line in HELD_BACK.get(combination.airflow, ()):
+        requirement = Requirement(line)
+        version = pins[canonicalize_name(requirement.name)]
+        assert requirement.specifier.contains(version), f"{combination.name}: {version}, {line}"
 
 
 def test_the_compat_pins_are_exactly_the_matrix() -> None:
