@@ -79,9 +79,10 @@ pin-stack:
 # The compatibility matrix (docs/compatibility.rst): each Airflow line (2.11 to 3.3) with each
 # OpenSandbox SDK (1.1.0, 1.1.1), in its own environment under .compat/ synced to the pins in
 # requirements/compat/. Each runs the unit tests, the connection type check, the agent run and
-# the attach Dag, and the table lands in artifacts/compat.json. Not part of `make test`
-# (~40 min). COMPAT=<names> picks combinations; STACK_TURN=<command> waits for a shared
-# stack's lock around each combination's stack checks.
+# the attach Dag, and the table lands in artifacts/compat.json. Not part of `make test` or CI
+# (~40 min of checks on two cores, plus any wait for a shared stack). COMPAT=<names> picks
+# combinations; STACK_TURN=<command> waits for a shared stack's lock around each
+# combination's stack checks.
 COMPAT ?=
 STACK_TURN ?=
 compat: setup

@@ -20,6 +20,19 @@ SDK_VERSIONS = ("1.1.0", "1.1.1")
 # What the checks run with besides the package: the test runner, its asyncio plugin, and
 # sphinx for the docs tests. Their ranges come from the dev group, so both sets agree.
 TEST_TOOLS = ("pytest", "pytest-asyncio", "sphinx")
+# Where an Airflow line itself fails with the newest releases of its own dependencies, which
+# its metadata does not bound: a plain two-task Dag without this provider fails under
+# `airflow dags test` there. Each line is held to what the next Airflow line bounds itself to.
+HELD_BACK = {
+    # 3.0's task SDK sends its JSON payloads without a content type, which newer FastAPI
+    # refuses; Airflow 3.1 bounds FastAPI below 0.118.
+    "3.0": ("fastapi<0.118",),
+    # FastAPI 0.137 and later cannot build 3.2's execution API (its task state union names a
+    # function as the discriminator field); Airflow 3.3 bounds FastAPI below 0.137. svcs 26.2
+    # takes its registry off the app when its lifespan is collected, and 3.2's in-process
+    # execution API, which `airflow dags test` runs, lets go of that lifespan.
+    "3.2": ("fastapi<0.137", "svcs<26.2"),
+}
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,7 @@ class Combination:
             f"apache-airflow~={self.airflow}.0",
             f"apache-airflow-providers-common-ai=={COMMON_AI}",
             f"opensandbox=={self.sdk}",
+            *HELD_BACK.get(self.airflow, ()),
             *test_tools(),
         ]
 

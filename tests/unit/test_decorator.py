@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk import dag, task
+from airflow.providers.common.compat.sdk import dag, task
 
 from opensandbox_provider.decorators import opensandbox as decorator
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
@@ -77,3 +77,14 @@ def test_an_image_without_python_fails_with_a_message_saying_so(sandbox_run, tmp
 def test_the_decorator_is_not_in_the_source_sent() -> None:
     source = the_task(add, 2).get_python_source()
     assert source.startswith("def add(") and "@task" not in source
+
+
+def test_the_xcom_push_airflow_3_0_reads_off_the_operator_pushes_to_the_task_instance() -> None:
+    pushed: dict[str, Any] = {}
+
+    class TaskInstance:
+        def xcom_push(self, key: str, value: Any) -> None:
+            pushed[key] = value
+
+    the_task(add, 2).xcom_push({"ti": TaskInstance()}, "extra", {"sum": 3})
+    assert pushed == {"extra": {"sum": 3}}

@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from dev.compat.combinations import COMBINATIONS, COMMON_AI, PINS_DIR, Combination
+from dev.compat.combinations import COMBINATIONS, COMMON_AI, HELD_BACK, PINS_DIR, Combination
 
 REPO = Path(__file__).resolve().parents[2]
 PIN_FILES = [REPO / "requirements" / "pinned.txt", *(c.pins for c in COMBINATIONS)]
@@ -72,6 +72,29 @@ def test_the_pinned_build_backend_satisfies_the_build_requirement() -> None:
     assert requirement.specifier.contains(version), f"{requirement.name} {version}"
 
 
+def declared_lines(*, only_the_sdk_from_the_extra: bool = False) -> list[str]:
+    """The requirements as pyproject.toml spells them, which is how the docs quote them."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extra = project["optional-dependencies"]["opensandbox"]
+    if only_the_sdk_from_the_extra:
+        extra = [line for line in extra if Requirement(line).name == "opensandbox"]
+    return [*project["dependencies"], *extra]
+
+
+@pytest.mark.parametrize("line", declared_lines())
+def test_the_installation_page_states_each_declared_range(line: str) -> None:
+    page = (REPO / "docs" / "installation.rst").read_text(encoding="utf-8")
+    assert f"``{line}``" in page, f"docs/installation.rst does not state {line}"
+
+
+# The README names the ranges of Airflow, common-ai and the SDK; the HTTP libraries' are on
+# the installation page.
+@pytest.mark.parametrize("line", declared_lines(only_the_sdk_from_the_extra=True))
+def test_the_readme_states_each_declared_range_but_the_http_libraries(line: str) -> None:
+    readme = (REPO / "README.rst").read_text(encoding="utf-8")
+    assert f"``{line}``" in readme, f"README.rst does not state {line}"
+
+
 @pytest.mark.parametrize("requirement", declared(), ids=str)
 def test_every_declared_range_stops_below_a_major_release(requirement: Requirement) -> None:
     # A new major release may break the API the package uses; the matrix must prove it first.
@@ -86,6 +109,18 @@ def test_each_combination_is_pinned_at_its_own_versions(combination: Combination
     assert Version(pins["apache-airflow"]).release[:2] == Version(combination.airflow).release
     assert pins["opensandbox"] == combination.sdk
     assert pins["apache-airflow-providers-common-ai"] == COMMON_AI
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS, ids=lambda c: c.name)
+def test_each_combination_is_pinned_within_what_its_line_holds_back(
+    combination: Combination,
+) -> None:
+    # A hold added without `make compat-pin` would leave the pins at the failing release.
+    pins = pins_of(combination.pins)
+    for line in HELD_BACK.get(combination.airflow, ()):
+        requirement = Requirement(line)
+        version = pins[canonicalize_name(requirement.name)]
+        assert requirement.specifier.contains(version), f"{combination.name}: {version}, {line}"
 
 
 def test_the_compat_pins_are_exactly_the_matrix() -> None:

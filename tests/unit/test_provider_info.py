@@ -96,7 +96,8 @@ def test_every_module_and_class_the_provider_info_names_imports() -> None:
 
 
 def test_airflow_offers_the_decorator_as_task_opensandbox() -> None:
-    from airflow.sdk import task
+    # Through common.compat: airflow.sdk on Airflow 3, airflow.decorators on 2.11.
+    from airflow.providers.common.compat.sdk import task
 
     from opensandbox_provider.decorators.opensandbox import opensandbox_task
 

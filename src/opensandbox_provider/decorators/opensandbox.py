@@ -109,6 +109,13 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
     def result(self, backend: OpenSandboxBackend, sandbox: str, end: CommandEnd) -> Any:
         return json.loads(backend.read_file(sandbox, RESULT, max_bytes=MAX_RESULT_BYTES))
 
+    @staticmethod
+    def xcom_push(context: Context, key: str, value: Any) -> None:
+        """What Airflow 3.0's ``DecoratedOperator.execute`` reads off the operator after the
+        command ran: Airflow's core ``BaseOperator`` has it, the task SDK's this operator is
+        built on does not, and without it 3.0 fails the task once its command succeeded."""
+        context["ti"].xcom_push(key=key, value=value)
+
 
 def opensandbox_task(
     python_callable: Callable | None = None,
