@@ -81,23 +81,26 @@ def test_frozen_sandbox_mid_command_is_abandoned_and_destroyed(
     assert_key_hidden(plain_server.api_key, caplog)
 
 
+def run_stalled(make_backend, plain_server, sandboxes, stall: str, command: str, budget: float):
+    """``command`` in a sandbox whose stream the stand-in stalls as ``stall`` says; the backend,
+    the sandbox and the result."""
+    backend = make_backend(plain_server)
+    handle = backend.create(spec=SandboxSpec(block_network=False, env={STALL_VARIABLE: stall}))
+    sandboxes.append(handle)
+    result = within(
+        budget + GRACE + SLACK,
+        f"run_command on a {stall} stalled stream",
+        lambda: backend.run_command(handle, command, timeout=budget, max_output_bytes=CAP),
+    )
+    return backend, handle, result
+
+
 @NEEDS_STALL_SWITCH
 def test_a_never_ending_stream_is_abandoned_past_the_backstop_and_the_sandbox_destroyed(
     make_backend, plain_server, sandboxes, caplog
 ):
-    budget = 5.0
-    backend = make_backend(plain_server)
-    handle = backend.create(
-        spec=SandboxSpec(block_network=False, env={STALL_VARIABLE: "heartbeat"})
-    )
-    sandboxes.append(handle)
-
-    result = within(
-        budget + GRACE + SLACK,
-        "run_command on a stream that sends only heartbeats",
-        lambda: backend.run_command(
-            handle, "echo started; echo done", timeout=budget, max_output_bytes=CAP
-        ),
+    backend, handle, result = run_stalled(
+        make_backend, plain_server, sandboxes, "heartbeat", "echo started; echo done", 5.0
     )
 
     assert result.timed_out
@@ -111,17 +114,8 @@ def test_a_never_ending_stream_is_abandoned_past_the_backstop_and_the_sandbox_de
 def test_a_silent_stream_is_recovered_from_execds_status_and_the_sandbox_kept(
     make_backend, plain_server, sandboxes, caplog
 ):
-    budget = 60.0
-    backend = make_backend(plain_server)
-    handle = backend.create(spec=SandboxSpec(block_network=False, env={STALL_VARIABLE: "silent"}))
-    sandboxes.append(handle)
-
-    result = within(
-        budget + GRACE + SLACK,
-        "run_command on a silent stream",
-        lambda: backend.run_command(
-            handle, "echo started; echo done; exit 4", timeout=budget, max_output_bytes=CAP
-        ),
+    backend, handle, result = run_stalled(
+        make_backend, plain_server, sandboxes, "silent", "echo started; exit 4", 60.0
     )
 
     assert (result.exit_code, result.timed_out, result.sandbox_terminated) == (4, False, False)

@@ -401,6 +401,28 @@ def test_a_stream_cut_off_inside_a_chunk_is_a_protocol_error(execd_with) -> None
             pass
 
 
+def silent_after(data: bytes) -> Callable[[BaseHTTPRequestHandler], None]:
+    """A script that sends ``data`` and then nothing, holding the stream open."""
+
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, data)
+        time.sleep(HOLD)
+
+    return script
+
+
+def dropped_after(data: bytes) -> Callable[[BaseHTTPRequestHandler], None]:
+    """A script that sends ``data`` and then drops the connection mid-stream."""
+
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, data)
+        handler.connection.shutdown(2)
+
+    return script
+
+
 def ended(exit_code: int, error: str = "") -> tuple[int, dict]:
     status = {"id": "id", "running": False, "exit_code": exit_code, "error": error}
     status["started_at"] = "2026-01-01T00:00:00Z"
@@ -418,12 +440,7 @@ def test_a_stalled_stream_whose_command_execd_still_knows_returns_its_real_end(
     # status answers, first that the command runs, then how it ended.
     monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
 
-    def script(handler: BaseHTTPRequestHandler) -> None:
-        event_stream(handler)
-        send(handler, frame("init", "id") + frame("stdout", "before the break"))
-        time.sleep(HOLD)
-
-    execd = execd_with(script)
+    execd = execd_with(silent_after(frame("init", "id") + frame("stdout", "before the break")))
     execd.statuses = [RUNNING, RUNNING, ended(7, "exit status 7")]
     outcome = run_in_thread(lambda: run(execd))
     assert outcome["returned"]
@@ -436,12 +453,7 @@ def test_a_stalled_stream_whose_command_execd_still_knows_returns_its_real_end(
 
 
 def test_a_dropped_connection_is_recovered_from_execds_status(execd_with) -> None:
-    def script(handler: BaseHTTPRequestHandler) -> None:
-        event_stream(handler)
-        send(handler, frame("init", "id") + frame("stdout", "partial"))
-        handler.connection.shutdown(2)  # the connection drops mid-chunk-stream
-
-    execd = execd_with(script)
+    execd = execd_with(dropped_after(frame("init", "id") + frame("stdout", "partial")))
     execd.statuses = [ended(3, "exit status 3")]
     outcome = run_in_thread(lambda: run(execd))
     assert outcome["returned"]
@@ -454,12 +466,7 @@ def test_a_dropped_connection_is_recovered_from_execds_status(execd_with) -> Non
 def test_a_command_execd_no_longer_knows_ends_without_an_ending(execd_with) -> None:
     # A 404 is execd's "command not found", or the server's for a sandbox that is gone: the
     # caller asks the server which.
-    def script(handler: BaseHTTPRequestHandler) -> None:
-        event_stream(handler)
-        send(handler, frame("init", "id"))
-        handler.connection.shutdown(2)
-
-    execd = execd_with(script)
+    execd = execd_with(dropped_after(frame("init", "id")))
     execd.statuses = [(404, {"code": "INVALID_REQUEST_BODY", "message": "command not found: id"})]
     streamed = run(execd)
     assert (streamed.abandoned, streamed.ending) == (None, None)
@@ -467,12 +474,7 @@ def test_a_command_execd_no_longer_knows_ends_without_an_ending(execd_with) -> N
 
 
 def test_a_refused_status_of_a_sandbox_the_server_calls_gone_stops_at_once(execd_with) -> None:
-    def script(handler: BaseHTTPRequestHandler) -> None:
-        event_stream(handler)
-        send(handler, frame("init", "id"))
-        handler.connection.shutdown(2)
-
-    execd = execd_with(script)
+    execd = execd_with(dropped_after(frame("init", "id")))
     execd.statuses = [(502, {})]
     started = time.monotonic()
     streamed = run(execd, gone=lambda: True)
@@ -486,12 +488,7 @@ def test_a_stream_whose_execd_stays_silent_is_given_up_past_the_bound(
 ) -> None:
     monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
 
-    def script(handler: BaseHTTPRequestHandler) -> None:
-        event_stream(handler)
-        send(handler, frame("init", "id"))
-        time.sleep(HOLD)
-
-    execd = execd_with(script)
+    execd = execd_with(silent_after(frame("init", "id")))
     execd.statuses = [None]  # held: no answer at all
     outcome = run_in_thread(lambda: run(execd))
     assert outcome["returned"]
