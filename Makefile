@@ -40,16 +40,12 @@ dist: setup
 	    --build-constraints requirements/pinned.txt --out-dir "$$PWD/dist" "$$tree"
 	$(PY) -m twine check --strict dist/*
 
-# The whole suite against a local stack; `run` stops only what it started itself. In CI
-# (CI=true) the benchmark runs first on the same stack, so CI prints its table; it reports and
-# never gates, and pytest's summary stays the last thing printed.
+# The whole suite against a local stack; `run` stops only what it started itself. The
+# benchmark is `make bench`, outside the suite: with it, a CI run would pass its 60 minutes.
 test: setup lint docs
 	$(STACK) run -- $(MAKE) --no-print-directory suite
 
 suite:
-	if [ "$${CI:-}" = true ]; then \
-	  timeout 1500 $(PY) -m benchmarks || echo "The benchmark did not finish cleanly; it reports, it does not gate." >&2; \
-	fi
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: setup
