@@ -508,3 +508,19 @@ def test_a_stream_that_ended_early_takes_its_end_from_the_status(execd_with) -> 
     streamed = run(execd)
     assert (streamed.abandoned, streamed.ending.exit_code) == (None, 0)
     assert streamed.broke == _execd.ENDED_EARLY
+
+
+def test_a_dropped_connection_no_later_request_gets_past_raises_as_before(execd_with) -> None:
+    # The server in between was killed: every status request is refused, and so is the
+    # question whether the sandbox still exists. Past the bound the drop is raised, so the
+    # backend asks the server about the sandbox, which is terminal when it cannot be reached.
+    def server_down() -> bool:
+        raise ConnectionRefusedError("the server is down")
+
+    execd = execd_with(dropped_after(frame("init", "id")))
+    execd.statuses = [(502, {})]
+    started = time.monotonic()
+    with pytest.raises(httpx.RemoteProtocolError):
+        run(execd, gone=server_down)
+    assert time.monotonic() - started >= 1.0  # the unreachable bound, shortened for the test
+    assert len(execd.status_requests) > 1

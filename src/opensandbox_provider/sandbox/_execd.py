@@ -227,6 +227,7 @@ class Execd:
         )
         past_budget = False
         last_byte = time.monotonic()
+        dropped: httpx.TransportError | None = None
 
         def still_alive() -> bool:
             nonlocal past_budget
@@ -273,6 +274,7 @@ class Execd:
                 raise
             else:
                 broke = f"the connection broke ({quoted(e, 200) or type(e).__name__})"
+                dropped = e
         else:
             parser.close()
             # A background command's stream ends once it has started, with no terminal event.
@@ -281,7 +283,7 @@ class Execd:
             broke = ENDED_EARLY
         if background or parser.command_id is None:
             return StreamedCommand(parser, abandoned=broke)
-        return self._recover(parser, broke, last_byte, give_up_at, overran, gone)
+        return self._recover(parser, broke, last_byte, give_up_at, overran, gone, dropped)
 
     def _recover(
         self,
@@ -291,6 +293,7 @@ class Execd:
         give_up_at: float,
         overran: str,
         gone: Callable[[], bool],
+        dropped: httpx.TransportError | None,
     ) -> StreamedCommand:
         """How a command whose stream ``broke`` ended, asked of execd (see :mod:`._recovery`)."""
         command_id = parser.command_id
@@ -311,6 +314,11 @@ class Execd:
             gone=gone,
         )
         if isinstance(outcome, GaveUp):
+            if dropped is not None:
+                # A dropped connection that no later request got past is what it was before
+                # recovery: the caller asks the server what became of the sandbox, and a server
+                # that cannot be reached is terminal.
+                raise dropped
             if broke == ENDED_EARLY:
                 # A stream that ended is no sign of a stuck guest, so the sandbox is kept; the
                 # result says the end is unknown.
