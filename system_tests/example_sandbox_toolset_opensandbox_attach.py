@@ -48,6 +48,14 @@ CONN_ID = "opensandbox_default"
 WORKDIR = "/home/agent/work"
 FINDINGS = "# Findings\n\nThe answer is 42.\n"
 
+# What the attach Dag and its prepared variant have alike.
+DAG_ARGS: dict = {
+    "schedule": None,
+    "start_date": datetime(2026, 1, 1, tzinfo=UTC),
+    "catchup": False,
+    "tags": ["opensandbox", "sandbox", "system_test"],
+}
+
 # Named for the Dag, not the module: Airflow imports this file under a generated module name.
 log = logging.getLogger(DAG_ID)
 
@@ -190,13 +198,7 @@ def attaching_agent(steps: list) -> ScriptedAgentOperator:
     )
 
 
-@dag(
-    dag_id=DAG_ID,
-    schedule=None,
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
-    catchup=False,
-    tags=["opensandbox", "sandbox", "system_test"],
-)
+@dag(dag_id=DAG_ID, **DAG_ARGS)
 def example_sandbox_toolset_opensandbox_attach():
     @task
     def provision(**context) -> str:
@@ -212,13 +214,7 @@ def example_sandbox_toolset_opensandbox_attach():
     handle >> attaching_agent(STEPS) >> collect(handle)
 
 
-@dag(
-    dag_id=PREPARED_DAG_ID,
-    schedule=None,
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
-    catchup=False,
-    tags=["opensandbox", "sandbox", "system_test"],
-)
+@dag(dag_id=PREPARED_DAG_ID, **DAG_ARGS)
 def example_sandbox_toolset_opensandbox_attach_prepared():
     @task
     def prepare() -> str:

@@ -332,17 +332,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             )
         # The server thaws the sidecar with the sandbox; a sidecar that came back without
         # its rules would let the next command out, so it is asked before that command runs.
-        problem = (
-            None
-            if record.proven_policy is None
-            else _policy.unenforced(record.http, record.proven_policy)
-        )
-        if problem is not None:
-            self._destroy_quietly(sandbox, after="it was resumed without its network policy")
-            raise SandboxTerminalError(
-                f"Sandbox {sandbox} no longer enforced its network policy after it was resumed, "
-                f"so it was destroyed: {problem}"
-            )
+        self._recheck_policy(record, after="after it was resumed")
         log.info(
             "Resumed sandbox %s: execd answered %.2fs after the resume was asked for.",
             sandbox,
@@ -421,7 +411,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if streamed.abandoned is None:
             line = log_line(command, streamed, result, elapsed=elapsed, applied=applied)
             log.info("Sandbox %s: %s.", sandbox, line)
-            self._recheck_policy(record, after=line)
+            self._recheck_policy(record, after=f"after its command ({line})")
         return result
 
     def start_command(self, sandbox: str, command: str, *, timeout: float) -> str:
@@ -464,10 +454,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             return
         record = self._sandbox(sandbox)
         record.proven_policy = policy
-        self._recheck_policy(record, after=after)
+        self._recheck_policy(record, after=f"after its command ({after})")
 
     def _recheck_policy(self, record: SandboxRecord, *, after: str) -> None:
-        """Destroy the sandbox if its sidecar no longer enforces the policy proven at create."""
+        """
+        Destroy the sandbox if its sidecar no longer enforces the policy proven at create;
+        ``after`` says when it was found, such as "after it was resumed".
+        """
         # The guest shares the sidecar's network namespace, and a server configured without
         # an egress token lets it rewrite the policy; so does anyone holding the sandbox's
         # endpoint. One small read after each command catches it before the next one runs.
@@ -477,13 +470,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if problem is None:
             return
         sandbox = record.sdk.id
-        log.warning(
-            "Sandbox %s: its network policy changed after a command; destroying it.", sandbox
-        )
+        log.warning("Sandbox %s: its network policy changed %s; destroying it.", sandbox, after)
         self._destroy_quietly(sandbox, after="its network policy changed")
         raise SandboxTerminalError(
             f"Sandbox {sandbox} no longer enforces the network policy it was created with, so "
-            f"it was destroyed after its command ({after}): {problem}"
+            f"it was destroyed {after}: {problem}"
         )
 
     def _was_abandoned(self, sandbox: str) -> bool:
