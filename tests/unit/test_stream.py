@@ -16,7 +16,7 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.exceptions import SandboxApiException
 from opensandbox.models.sandboxes import SandboxEndpoint
 
-from opensandbox_provider.sandbox import _execd, _http, _recovery
+from opensandbox_provider.sandbox import _deadline, _execd, _http, _recovery
 from opensandbox_provider.sandbox._execd import Execd
 from opensandbox_provider.sandbox._http import SandboxHttp
 from tests.unit.execd_wire import complete, frame
@@ -524,3 +524,26 @@ def test_a_dropped_connection_no_later_request_gets_past_raises_as_before(execd_
         run(execd, gone=server_down)
     assert time.monotonic() - started >= 1.0  # the unreachable bound, shortened for the test
     assert len(execd.status_requests) > 1
+
+
+def test_a_server_slow_to_say_whether_the_sandbox_is_gone_does_not_stretch_the_bound(
+    execd_with,
+) -> None:
+    # The server in between is restarting: status requests are refused, and the question
+    # whether the sandbox still exists hangs on its socket for as long as the call allows (the
+    # SDK's retries, each up to its request timeout, through a lossy link). The recovery still
+    # ends at its own bound, not at the command's deadline ten minutes away.
+    asked_within: list[float] = []
+
+    def hung_server() -> bool:
+        held = _deadline.read_timeout(60.0)  # what a socket read made here may wait
+        asked_within.append(held)
+        time.sleep(held)
+        raise httpx.ReadTimeout("the server did not answer")
+
+    execd = execd_with(dropped_after(frame("init", "id")))
+    execd.statuses = [(502, {})]
+    outcome = run_in_thread(lambda: run(execd, gone=hung_server))
+    assert outcome["returned"], "the recovery waited on the server past its bound"
+    assert isinstance(outcome["error"], httpx.RemoteProtocolError)
+    assert asked_within and max(asked_within) <= _recovery.STATUS_REQUEST_TIMEOUT

@@ -96,7 +96,7 @@ def await_end(
                 return Recovered(answer)
         elif answer == _UNKNOWN:
             return Recovered(None)
-        elif answer == _REFUSED and _known_gone(gone):
+        elif answer == _REFUSED and _known_gone(gone, unreachable_at):
             return Recovered(None)
         time.sleep(max(0.0, min(STATUS_POLL_INTERVAL, give_up_at - time.monotonic())))
 
@@ -134,9 +134,18 @@ def _ask(http: SandboxHttp, port: int, command_id: str, timeout: float) -> Comma
         return _REFUSED
 
 
-def _known_gone(gone: Callable[[], bool]) -> bool:
-    """Whether the server says the sandbox is gone; a server that cannot say is no answer."""
+def _known_gone(gone: Callable[[], bool], unreachable_at: float) -> bool:
+    """
+    Whether the server says the sandbox is gone; a server that cannot say is no answer.
+
+    Asked within one status request's time, and never past the unreachable bound: the SDK
+    retries a failed request and waits its full request timeout on each try, so a server
+    that is restarting, or a lossy link to it, would otherwise hold the recovery past the
+    bound it keeps, and a command execd could still have answered for would be given up.
+    """
+    deadline = min(time.monotonic() + STATUS_REQUEST_TIMEOUT, unreachable_at)
     try:
-        return gone()
+        with bounded_by(deadline):
+            return gone()
     except Exception:
         return False
