@@ -12,7 +12,7 @@ EGRESS_IMAGE ?=
 SANDBOX_IMAGE ?=
 export EXECD_IMAGE EGRESS_IMAGE SANDBOX_IMAGE
 
-.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart docs demo bench lint pin pin-stack \
+.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart docs demo bench load soak lint pin pin-stack \
 	dist compat compat-pin
 
 # uv comes from PyPI when it is missing; the environment is synced to the exact pins, which
@@ -105,6 +105,19 @@ demo: setup
 # It reports; it is not a gate of `make test`.
 bench: setup
 	$(STACK) run -- $(PY) -m benchmarks
+
+# 32 agent runs at once from 4 worker processes against one server, which is killed and
+# restarted mid-run, with one worker's network delayed, lossy and then cut (~5 min, as root,
+# for the network namespace): outcomes, times and leftovers, and artifacts/load.json
+# (docs/verification.rst, "Load and soak"). Outside `make test` and CI, as `make bench` is.
+load: setup
+	$(STACK) run -- $(PY) -m benchmarks.load
+
+# Back-to-back agent runs for SOAK_MINUTES, direct and through the server: the workers' RSS and
+# open file descriptors, their slope, and artifacts/soak.json. Outside `make test` and CI.
+SOAK_MINUTES ?= 30
+soak: setup
+	$(STACK) run -- $(PY) -m benchmarks.soak --minutes $(SOAK_MINUTES)
 
 lint: setup
 	$(PY) -m ruff check src tests dev system_tests benchmarks

@@ -1,0 +1,159 @@
+"""``python -m benchmarks.soak``: back-to-back agent runs for half an hour, and whether the
+worker's memory and open file descriptors stay flat.
+
+Run it through ``make soak`` (docs/verification.rst, "Load and soak"); ``--minutes`` shortens
+it. Two worker processes run side by side on the stack's plain server, one reaching execd
+directly and one through the server's proxy, each one agent run after another, each run in a
+sandbox of its own. After every run a worker reports its resident memory (``VmRSS``) and its
+open file descriptors.
+
+The first ``WARM_UP_SHARE`` of the time is warm-up (imports finishing, pools and caches
+filling). Over the rest, the least-squares slope of each is what must be flat: a leak of 10 KiB
+or one descriptor per run, at the few hundred runs half an hour makes, would pass these bounds
+several times over. Figures go to stdout and ``artifacts/soak.json``; the exit status is 1 when
+a check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import UTC, datetime
+
+from benchmarks.agent_process import REPO, AgentProcess
+from benchmarks.run_outcomes import judge, left_behind
+from dev.stack.state import read_state
+from tests.reliability.cleanup import destroy_directly
+
+ARTIFACTS = REPO / "artifacts"
+MIB = 1024 * 1024
+WARM_UP_SHARE = 0.2
+# The bounds of "flat", per 10 minutes after warm-up.
+RSS_SLOPE_BOUND_MIB = 2.0
+FD_SLOPE_BOUND = 0.5
+# A run that takes longer than this is a worker that hung.
+RUN_WITHIN = 300.0
+PATHS = {"direct": False, "through-server": True}
+
+
+def slope_per_10_minutes(points: list[tuple[float, float]]) -> float | None:
+    """The least-squares slope of ``(seconds, value)`` points, per 10 minutes."""
+    if len(points) < 3:
+        return None
+    count = len(points)
+    mean_t = sum(t for t, _ in points) / count
+    mean_v = sum(v for _, v in points) / count
+    spread = sum((t - mean_t) ** 2 for t, _ in points)
+    if spread == 0:
+        return None
+    slope = sum((t - mean_t) * (v - mean_v) for t, v in points) / spread
+    return slope * 600
+
+
+def _measured(process: AgentProcess, began: float, warm_up_s: float) -> dict:
+    samples = process.of("sample")
+    after = [s for s in samples if s["at"] - began >= warm_up_s]
+    rss = [(s["at"] - began, s["rss"] / MIB) for s in after]
+    fds = [(s["at"] - began, float(s["fds"])) for s in after]
+    first, last = (after[0], after[-1]) if after else (None, None)
+    return {
+        "runs": len(process.of("run")),
+        "verdicts": [judge(run) for run in process.of("run")],
+        "samples_after_warm_up": len(after),
+        "rss_mib": {
+            "at start": round(samples[0]["rss"] / MIB, 1) if samples else None,
+            "after warm-up": round(first["rss"] / MIB, 1) if first else None,
+            "at end": round(last["rss"] / MIB, 1) if last else None,
+            "slope per 10 min": _rounded(slope_per_10_minutes(rss), 2),
+        },
+        "open_fds": {
+            "at start": samples[0]["fds"] if samples else None,
+            "after warm-up": first["fds"] if first else None,
+            "at end": last["fds"] if last else None,
+            "slope per 10 min": _rounded(slope_per_10_minutes(fds), 3),
+        },
+        "threads at end": last["threads"] if last else None,
+        "hung": process.hung,
+    }
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _problems(name: str, figures: dict) -> list[str]:
+    problems = []
+    rss, fds = figures["rss_mib"]["slope per 10 min"], figures["open_fds"]["slope per 10 min"]
+    if rss is None or fds is None:
+        problems.append(f"{name}: too few samples after warm-up to fit a slope")
+    else:
+        if rss > RSS_SLOPE_BOUND_MIB:
+            problems.append(f"{name}: RSS grows {rss} MiB per 10 min (bound {RSS_SLOPE_BOUND_MIB})")
+        if fds > FD_SLOPE_BOUND:
+            problems.append(f"{name}: open fds grow {fds} per 10 min (bound {FD_SLOPE_BOUND})")
+    failed = [v for v in figures["verdicts"] if v != "succeeded"]
+    if failed:
+        problems.append(f"{name}: {len(failed)} of {figures['runs']} runs did not succeed")
+    if figures["hung"]:
+        problems.append(f"{name}: a run took longer than {RUN_WITHIN:g} s")
+    return problems
+
+
+def run(minutes: float) -> dict:
+    state = read_state()
+    server = state.servers["plain"]
+    seconds = minutes * 60
+    began = time.time()
+    processes = []
+    for path, through_server in PATHS.items():
+        conn_id = f"opensandbox_soak_{path.replace('-', '_')}"
+        request = {
+            "worker": path,
+            "conn_id": conn_id,
+            "image": state.sandbox_image,
+            "seconds": seconds,
+        }
+        env = server.airflow_connection_env(conn_id, use_server_proxy=through_server)
+        processes.append(AgentProcess(request, env, ARTIFACTS / "soak-logs" / f"{path}.log"))
+    print(f"soak: {minutes:g} min of back-to-back runs, direct and through the server", flush=True)
+    for process in processes:
+        # A worker checks the clock between runs, so it ends within one run of the time.
+        process.finish(seconds + RUN_WITHIN)
+    sandboxes = [s for p in processes for s in p.sandboxes]
+    left = left_behind(sandboxes)
+    destroy_directly(server, list(left))
+    figures = {
+        name: _measured(p, began, seconds * WARM_UP_SHARE)
+        for name, p in zip(PATHS, processes, strict=True)
+    }
+    problems = [problem for name, f in figures.items() for problem in _problems(name, f)]
+    problems += [f"sandbox {sandbox} left containers {names}" for sandbox, names in left.items()]
+    for f in figures.values():
+        f.pop("verdicts")
+    return {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "minutes": minutes,
+        "warm_up_minutes": round(minutes * WARM_UP_SHARE, 1),
+        "bounds per 10 min": {"rss_mib": RSS_SLOPE_BOUND_MIB, "open_fds": FD_SLOPE_BOUND},
+        "workers": figures,
+        "containers_left": left,
+        "problems": problems,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    figures = run(parser.parse_args().minutes)
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "soak.json").write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps(figures, indent=2))
+    for problem in figures["problems"]:
+        print(f"soak: FAILED: {problem}", file=sys.stderr)
+    return 1 if figures["problems"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
