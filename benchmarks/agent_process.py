@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from dev.stack.state import ServerInfo
+
 REPO = Path(__file__).resolve().parents[1]
 # After SIGTERM a worker may take this long to go before it is killed.
 TERM_GRACE_SECONDS = 15.0
@@ -50,6 +52,24 @@ class AgentProcess:
             )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+
+    @classmethod
+    def on(
+        cls,
+        server: ServerInfo,
+        name: str,
+        *,
+        through_server: bool,
+        log_dir: Path,
+        prefix: list[str] | None = None,
+        **request: object,
+    ) -> AgentProcess:
+        """A worker named ``name`` with a connection of its own to ``server``; ``request`` is
+        the rest of what :mod:`benchmarks.agent_runs` takes."""
+        conn_id = f"opensandbox_{name.replace('-', '_')}"
+        env = server.airflow_connection_env(conn_id, use_server_proxy=through_server)
+        request = {"worker": name, "conn_id": conn_id, **request}
+        return cls(request, env, log_dir / f"{name}.log", prefix=prefix)
 
     def _read(self) -> None:
         assert self.process.stdout is not None

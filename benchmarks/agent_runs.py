@@ -28,11 +28,22 @@ from pathlib import Path
 # The clock every line carries, so the parent can line events up with the faults it made.
 _CLOCK = time.time
 _lock = threading.Lock()
+# Where the events go: the process's stdout as it started. Airflow's logging writes to stdout
+# too, from other threads, and a log line written into the middle of an event would hide it,
+# so :func:`keep_stdout_for_events` sends everything else to stderr, the worker's log.
+_events = sys.stdout
+
+
+def keep_stdout_for_events() -> None:
+    global _events
+    _events = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 
 
 def emit(**fields: object) -> None:
     with _lock:
-        print(json.dumps({"at": _CLOCK(), **fields}), flush=True)
+        _events.write(json.dumps({"at": _CLOCK(), **fields}) + "\n")
+        _events.flush()
 
 
 def resident_bytes() -> int:
@@ -153,6 +164,7 @@ async def _back_to_back(backend, request: dict) -> None:
 
 
 def main(request: dict) -> None:
+    keep_stdout_for_events()
     # Only what a worker's task log would show as a problem reaches stderr (the parent's log).
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     from opensandbox_provider.sandbox import OpenSandboxBackend

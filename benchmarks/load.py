@@ -119,20 +119,18 @@ def run(workers: int, per_worker: int, log_dir: Path, quiet_seconds: float) -> d
         namespace = cleanup.enter_context(WorkerNamespace(NAMESPACE_INDEX))
         began = time.time()
         for index in range(workers):
-            name = f"worker{index}"
-            through_server = index >= workers // 2
-            conn_id = f"opensandbox_load_{index}"
-            request = {
-                "worker": name,
-                "conn_id": conn_id,
-                "image": state.sandbox_image,
-                "concurrent": per_worker,
-                "command": COMMAND,
-                "command_timeout": COMMAND_TIMEOUT,
-            }
-            env = server.info.airflow_connection_env(conn_id, use_server_proxy=through_server)
-            prefix = namespace.command() if index == faulted else None
-            processes.append(AgentProcess(request, env, log_dir / f"{name}.log", prefix=prefix))
+            worker = AgentProcess.on(
+                server.info,
+                f"worker{index}",
+                through_server=index >= workers // 2,
+                log_dir=log_dir,
+                prefix=namespace.command() if index == faulted else None,
+                image=state.sandbox_image,
+                concurrent=per_worker,
+                command=COMMAND,
+                command_timeout=COMMAND_TIMEOUT,
+            )
+            processes.append(worker)
         total = workers * per_worker
         print(f"load: {workers} workers x {per_worker} runs started", flush=True)
 

@@ -108,15 +108,15 @@ def run(minutes: float) -> dict:
     began = time.time()
     processes = []
     for path, through_server in PATHS.items():
-        conn_id = f"opensandbox_soak_{path.replace('-', '_')}"
-        request = {
-            "worker": path,
-            "conn_id": conn_id,
-            "image": state.sandbox_image,
-            "seconds": seconds,
-        }
-        env = server.airflow_connection_env(conn_id, use_server_proxy=through_server)
-        processes.append(AgentProcess(request, env, ARTIFACTS / "soak-logs" / f"{path}.log"))
+        worker = AgentProcess.on(
+            server,
+            f"soak-{path}",
+            through_server=through_server,
+            log_dir=ARTIFACTS / "soak-logs",
+            image=state.sandbox_image,
+            seconds=seconds,
+        )
+        processes.append(worker)
     print(f"soak: {minutes:g} min of back-to-back runs, direct and through the server", flush=True)
     for process in processes:
         # A worker checks the clock between runs, so it ends within one run of the time.
