@@ -57,6 +57,7 @@ def _measured(process: AgentProcess, began: float, warm_up_s: float) -> dict:
     after = [s for s in samples if s["at"] - began >= warm_up_s]
     rss = [(s["at"] - began, s["rss"] / MIB) for s in after]
     fds = [(s["at"] - began, float(s["fds"])) for s in after]
+    blocks = [(s["at"] - began, float(s["python_blocks"])) for s in after]
     first, last = (after[0], after[-1]) if after else (None, None)
     return {
         "runs": len(process.of("run")),
@@ -74,7 +75,16 @@ def _measured(process: AgentProcess, began: float, warm_up_s: float) -> dict:
             "at end": last["fds"] if last else None,
             "slope per 10 min": _rounded(slope_per_10_minutes(fds), 3),
         },
+        "python_blocks": {
+            "after warm-up": first["python_blocks"] if first else None,
+            "at end": last["python_blocks"] if last else None,
+            "slope per 10 min": _rounded(slope_per_10_minutes(blocks), 0),
+        },
         "threads at end": last["threads"] if last else None,
+        # Every sample, to see a climb's shape: steady, in steps, levelling off.
+        "samples": [
+            [round(s["at"] - began, 1), s["rss"], s["fds"], s["python_blocks"]] for s in samples
+        ],
         "hung": process.hung,
     }
 
@@ -101,7 +111,7 @@ def _problems(name: str, figures: dict) -> list[str]:
     return problems
 
 
-def run(minutes: float) -> dict:
+def run(minutes: float, name: str) -> dict:
     state = read_state()
     server = state.servers["plain"]
     seconds = minutes * 60
@@ -110,9 +120,9 @@ def run(minutes: float) -> dict:
     for path, through_server in PATHS.items():
         worker = AgentProcess.on(
             server,
-            f"soak-{path}",
+            f"{name}-{path}",
             through_server=through_server,
-            log_dir=ARTIFACTS / "soak-logs",
+            log_dir=ARTIFACTS / f"{name}-logs",
             image=state.sandbox_image,
             seconds=seconds,
         )
@@ -146,10 +156,21 @@ def run(minutes: float) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0)
-    figures = run(parser.parse_args().minutes)
+    parser.add_argument(
+        "--name", default="soak", help="of the figures' file and the logs' folder in artifacts/"
+    )
+    options = parser.parse_args()
+    figures = run(options.minutes, options.name)
     ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "soak.json").write_text(json.dumps(figures, indent=2) + "\n")
-    print(json.dumps(figures, indent=2))
+    (ARTIFACTS / f"{options.name}.json").write_text(json.dumps(figures, indent=2) + "\n")
+    shown = {
+        **figures,
+        "workers": {
+            name: {key: value for key, value in worker.items() if key != "samples"}
+            for name, worker in figures["workers"].items()
+        },
+    }
+    print(json.dumps(shown, indent=2))
     for problem in figures["problems"]:
         print(f"soak: FAILED: {problem}", file=sys.stderr)
     return 1 if figures["problems"] else 0
