@@ -4,14 +4,14 @@ worker's memory and open file descriptors stay flat.
 Run it through ``make soak`` (docs/verification.rst, "Load and soak"); ``--minutes`` shortens
 it. Two worker processes run side by side on the stack's plain server, one reaching execd
 directly and one through the server's proxy, each one agent run after another, each run in a
-sandbox of its own. After every run a worker reports its resident memory (``VmRSS``) and its
-open file descriptors.
+sandbox of its own. After every run a worker reports its resident memory (``VmRSS``), its
+open file descriptors and the blocks Python's allocator holds.
 
 The first ``WARM_UP_SHARE`` of the time is warm-up (imports finishing, pools and caches
-filling). Over the rest, the least-squares slope of each is what must be flat: a leak of 10 KiB
-or one descriptor per run, at the few hundred runs half an hour makes, would pass these bounds
-several times over. Figures go to stdout and ``artifacts/soak.json``; the exit status is 1 when
-a check failed.
+filling). Over the rest, the least-squares slopes of memory and descriptors are what must be
+flat. A worker makes some 250 runs in 10 minutes here, so a leak of 10 KiB a run passes the
+memory bound, and one descriptor a run passes its bound hundreds of times over. Figures go to
+stdout and ``artifacts/soak.json``; the exit status is 1 when a check failed.
 """
 
 from __future__ import annotations
