@@ -62,12 +62,23 @@ class AgentProcess:
         through_server: bool,
         log_dir: Path,
         prefix: list[str] | None = None,
+        sdk_telemetry: bool = False,
         **request: object,
     ) -> AgentProcess:
-        """A worker named ``name`` with a connection of its own to ``server``; ``request`` is
-        the rest of what :mod:`benchmarks.agent_runs` takes."""
+        """
+        A worker named ``name`` with a connection of its own to ``server``; ``request`` is
+        the rest of what :mod:`benchmarks.agent_runs` takes.
+
+        The SDK's report of each create's latency to the server (its telemetry) is off, as
+        it is for every test (tests/conftest.py), unless ``sdk_telemetry``: the SDK sends it
+        from a thread of its own with a new HTTP client each time, which is the SDK's cost,
+        not this provider's (docs/verification.rst, "Load and soak").
+        """
         conn_id = f"opensandbox_{name.replace('-', '_')}"
-        env = server.airflow_connection_env(conn_id, use_server_proxy=through_server)
+        env = {
+            **server.airflow_connection_env(conn_id, use_server_proxy=through_server),
+            "OPENSANDBOX_DISABLE_METRICS": "0" if sdk_telemetry else "1",
+        }
         request = {"worker": name, "conn_id": conn_id, **request}
         return cls(request, env, log_dir / f"{name}.log", prefix=prefix)
 

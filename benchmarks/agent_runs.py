@@ -16,12 +16,14 @@ after each run, ``sample`` with the process's resident memory and open file desc
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import logging
 import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -55,6 +57,42 @@ def resident_bytes() -> int:
 
 def open_descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
+
+
+class _MallInfo2(ctypes.Structure):
+    # glibc's struct mallinfo2 (glibc 2.33 and later), in its order: every field a size_t.
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+        ).split()
+    ]
+
+
+def _mallinfo2() -> Callable[[], _MallInfo2] | None:
+    try:
+        function = ctypes.CDLL(None).mallinfo2
+    except (AttributeError, OSError):
+        return None  # not glibc, or a glibc before 2.33
+    function.restype = _MallInfo2
+    return function
+
+
+_heap_statistics = _mallinfo2()
+
+
+def native_heap() -> tuple[int, int] | None:
+    """
+    What the C allocator holds, as (bytes in use, bytes freed but kept), or ``None``.
+
+    RSS counts both. A native leak grows the first; memory that glibc keeps in its arenas
+    after a burst of allocations on a short-lived thread grows only the second, and is
+    reused rather than lost. Reading the figures changes nothing in the allocator.
+    """
+    if _heap_statistics is None:
+        return None
+    info = _heap_statistics()
+    return info.uordblks + info.hblkhd, info.fordblks
 
 
 def _error_chain(error: BaseException) -> list[dict]:
@@ -131,13 +169,17 @@ async def _one_run(backend, request: dict, index: int) -> None:
 
 def _sample(runs_done: int) -> None:
     # Python's own allocated blocks beside RSS: when RSS climbs and they stay flat, the growth
-    # is below Python (the C allocator's arenas, a native extension), not objects kept alive.
+    # is below Python (the C allocator's arenas, a native extension), not objects kept alive;
+    # the C allocator's own figures then say whether that memory is in use or only kept.
+    heap = native_heap()
     emit(
         sample=runs_done,
         rss=resident_bytes(),
         fds=open_descriptors(),
         threads=threading.active_count(),
         python_blocks=sys.getallocatedblocks(),
+        heap_in_use=heap and heap[0],
+        heap_kept_free=heap and heap[1],
     )
 
 
@@ -168,7 +210,8 @@ async def _back_to_back(backend, request: dict) -> None:
 
 def main(request: dict) -> None:
     keep_stdout_for_events()
-    # Only what a worker's task log would show as a problem reaches stderr (the parent's log).
+    # Warnings and worse, with everything else that is not an event, go to stderr: the log
+    # file the parent keeps for this worker.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     from opensandbox_provider.sandbox import OpenSandboxBackend
 

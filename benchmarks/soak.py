@@ -62,6 +62,10 @@ def _measured(process: AgentProcess, began: float, warm_up_s: float) -> dict:
     rss = [(s["at"] - began, s["rss"] / MIB) for s in after]
     fds = [(s["at"] - began, float(s["fds"])) for s in after]
     blocks = [(s["at"] - began, float(s["python_blocks"])) for s in after]
+    # The C allocator's figures, where the worker's libc gives them (glibc 2.33 and later).
+    heap = [s for s in after if s.get("heap_in_use") is not None]
+    in_use = [(s["at"] - began, s["heap_in_use"] / MIB) for s in heap]
+    kept_free = [(s["at"] - began, s["heap_kept_free"] / MIB) for s in heap]
     first, last = (after[0], after[-1]) if after else (None, None)
     return {
         "runs": len(process.of("run")),
@@ -84,10 +88,24 @@ def _measured(process: AgentProcess, began: float, warm_up_s: float) -> dict:
             "at end": last["python_blocks"] if last else None,
             "slope per 10 min": _rounded(slope_per_10_minutes(blocks), 0),
         },
+        "native_heap_mib": {
+            "in use after warm-up": round(in_use[0][1], 1) if in_use else None,
+            "in use at end": round(in_use[-1][1], 1) if in_use else None,
+            "in use slope per 10 min": _rounded(slope_per_10_minutes(in_use), 2),
+            "kept free slope per 10 min": _rounded(slope_per_10_minutes(kept_free), 2),
+        },
         "threads at end": last["threads"] if last else None,
         # Every sample, to see a climb's shape: steady, in steps, levelling off.
         "samples": [
-            [round(s["at"] - began, 1), s["rss"], s["fds"], s["python_blocks"]] for s in samples
+            [
+                round(s["at"] - began, 1),
+                s["rss"],
+                s["fds"],
+                s["python_blocks"],
+                s.get("heap_in_use"),
+                s.get("heap_kept_free"),
+            ]
+            for s in samples
         ],
         "hung": process.hung,
     }
@@ -107,6 +125,12 @@ def _problems(name: str, figures: dict) -> list[str]:
             problems.append(f"{name}: RSS grows {rss} MiB per 10 min (bound {RSS_SLOPE_BOUND_MIB})")
         if fds > FD_SLOPE_BOUND:
             problems.append(f"{name}: open fds grow {fds} per 10 min (bound {FD_SLOPE_BOUND})")
+    in_use = figures["native_heap_mib"]["in use slope per 10 min"]
+    if in_use is not None and in_use > RSS_SLOPE_BOUND_MIB:
+        problems.append(
+            f"{name}: the C allocator's memory in use grows {in_use} MiB per 10 min "
+            f"(bound {RSS_SLOPE_BOUND_MIB})"
+        )
     failed = [v for v in figures["verdicts"] if v != "succeeded"]
     if failed:
         problems.append(f"{name}: {len(failed)} of {figures['runs']} runs did not succeed")
@@ -115,7 +139,7 @@ def _problems(name: str, figures: dict) -> list[str]:
     return problems
 
 
-def run(minutes: float, name: str) -> dict:
+def run(minutes: float, name: str, *, sdk_telemetry: bool = False) -> dict:
     state = read_state()
     server = state.servers["plain"]
     seconds = minutes * 60
@@ -127,6 +151,7 @@ def run(minutes: float, name: str) -> dict:
             f"{name}-{path}",
             through_server=through_server,
             log_dir=ARTIFACTS / f"{name}-logs",
+            sdk_telemetry=sdk_telemetry,
             image=state.sandbox_image,
             seconds=seconds,
         )
@@ -149,6 +174,7 @@ def run(minutes: float, name: str) -> dict:
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "minutes": minutes,
+        "sdk_telemetry": sdk_telemetry,
         "warm_up_minutes": round(minutes * WARM_UP_SHARE, 1),
         "bounds per 10 min": {"rss_mib": RSS_SLOPE_BOUND_MIB, "open_fds": FD_SLOPE_BOUND},
         "workers": figures,
@@ -163,8 +189,14 @@ def main() -> int:
     parser.add_argument(
         "--name", default="soak", help="of the figures' file and the logs' folder in artifacts/"
     )
+    parser.add_argument(
+        "--sdk-telemetry",
+        action="store_true",
+        help="leave the SDK's report of each create to the server on, as a worker has it "
+        "unless OPENSANDBOX_DISABLE_METRICS=1 is set",
+    )
     options = parser.parse_args()
-    figures = run(options.minutes, options.name)
+    figures = run(options.minutes, options.name, sdk_telemetry=options.sdk_telemetry)
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / f"{options.name}.json").write_text(json.dumps(figures, indent=2) + "\n")
     shown = {

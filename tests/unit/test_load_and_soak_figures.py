@@ -4,8 +4,11 @@ would call a raw exception a clear error."""
 
 from __future__ import annotations
 
+import ctypes
+
 import pytest
 
+from benchmarks.agent_runs import native_heap
 from benchmarks.run_outcomes import judge
 from benchmarks.soak import slope_per_10_minutes
 
@@ -48,3 +51,17 @@ def test_a_raw_exception_or_an_empty_message_is_not_a_clear_error(chain):
 def test_runs_that_answered_keep_their_outcome():
     assert judge({"outcome": "succeeded", "answer": "x 42"}) == "succeeded"
     assert judge({"outcome": "answered", "answer": "the command failed"}) == "answered"
+
+
+def test_the_c_allocators_memory_in_use_counts_a_native_allocation_and_its_release():
+    # What the soak judges beside RSS: memory the C allocator hands out counts as in use
+    # while it is held, and no longer once it is freed, whatever glibc keeps afterwards.
+    if native_heap() is None:
+        pytest.skip("this libc gives no mallinfo2 (glibc before 2.33, or not glibc)")
+    before, _ = native_heap()
+    held = ctypes.create_string_buffer(16 * 1024 * 1024)
+    during, _ = native_heap()
+    del held
+    after, _ = native_heap()
+    assert during - before >= 16 * 1024 * 1024
+    assert during - after >= 16 * 1024 * 1024
