@@ -113,11 +113,13 @@ bench: setup
 load: setup
 	$(STACK) run -- $(PY) -m benchmarks.load
 
-# Back-to-back agent runs for SOAK_MINUTES, direct and through the server: the workers' RSS and
-# open file descriptors, their slope, and artifacts/soak.json. Outside `make test` and CI.
+# Back-to-back agent runs for SOAK_MINUTES, direct and through the server: the workers' RSS,
+# C heap and open file descriptors, their slope, and artifacts/soak.json. Outside `make test`
+# and CI. SOAK_ARGS adds options of benchmarks/soak.py (`--sdk-telemetry`, `--name NAME`).
 SOAK_MINUTES ?= 30
+SOAK_ARGS ?=
 soak: setup
-	$(STACK) run -- $(PY) -m benchmarks.soak --minutes $(SOAK_MINUTES)
+	$(STACK) run -- $(PY) -m benchmarks.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
 lint: setup
 	$(PY) -m ruff check src tests dev system_tests benchmarks
