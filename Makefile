@@ -115,7 +115,8 @@ load: setup
 
 # Back-to-back agent runs for SOAK_MINUTES, direct and through the server: the workers' RSS,
 # C heap and open file descriptors, their slope, and artifacts/soak.json. Outside `make test`
-# and CI. SOAK_ARGS adds options of benchmarks/soak.py (`--sdk-telemetry`, `--name NAME`).
+# and CI. SOAK_ARGS adds options of benchmarks/soak.py
+# (`--without-sdk-telemetry`, `--name NAME`).
 SOAK_MINUTES ?= 30
 SOAK_ARGS ?=
 soak: setup

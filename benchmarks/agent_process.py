@@ -62,17 +62,17 @@ class AgentProcess:
         through_server: bool,
         log_dir: Path,
         prefix: list[str] | None = None,
-        sdk_telemetry: bool = False,
+        sdk_telemetry: bool = True,
         **request: object,
     ) -> AgentProcess:
         """
         A worker named ``name`` with a connection of its own to ``server``; ``request`` is
         the rest of what :mod:`benchmarks.agent_runs` takes.
 
-        The SDK's report of each create's latency to the server (its telemetry) is off, as
-        it is for every test (tests/conftest.py), unless ``sdk_telemetry``: the SDK sends it
-        from a thread of its own with a new HTTP client each time, which is the SDK's cost,
-        not this provider's (docs/verification.rst, "Load and soak").
+        The SDK reports each create's latency to the server (its telemetry), as it does on a
+        worker unless ``OPENSANDBOX_DISABLE_METRICS=1`` is set there; ``sdk_telemetry=False``
+        sets it, as every test does (tests/conftest.py), to measure without that report.
+        Either way the worker is told explicitly, whatever the parent's environment holds.
         """
         conn_id = f"opensandbox_{name.replace('-', '_')}"
         env = {

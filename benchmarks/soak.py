@@ -139,7 +139,7 @@ def _problems(name: str, figures: dict) -> list[str]:
     return problems
 
 
-def run(minutes: float, name: str, *, sdk_telemetry: bool = False) -> dict:
+def run(minutes: float, name: str, *, sdk_telemetry: bool = True) -> dict:
     state = read_state()
     server = state.servers["plain"]
     seconds = minutes * 60
@@ -190,13 +190,13 @@ def main() -> int:
         "--name", default="soak", help="of the figures' file and the logs' folder in artifacts/"
     )
     parser.add_argument(
-        "--sdk-telemetry",
+        "--without-sdk-telemetry",
         action="store_true",
-        help="leave the SDK's report of each create to the server on, as a worker has it "
-        "unless OPENSANDBOX_DISABLE_METRICS=1 is set",
+        help="turn off the SDK's report of each create to the server "
+        "(OPENSANDBOX_DISABLE_METRICS=1), as every test does",
     )
     options = parser.parse_args()
-    figures = run(options.minutes, options.name, sdk_telemetry=options.sdk_telemetry)
+    figures = run(options.minutes, options.name, sdk_telemetry=not options.without_sdk_telemetry)
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / f"{options.name}.json").write_text(json.dumps(figures, indent=2) + "\n")
     shown = {
