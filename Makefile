@@ -45,8 +45,11 @@ dist: setup
 test: setup lint docs
 	$(STACK) run -- $(MAKE) --no-print-directory suite
 
+# The 30 slowest tests are printed and a JUnit report is kept, so where the suite's time goes
+# is known after every run.
 suite:
-	$(PY) -m pytest $(PYTEST_ARGS)
+	mkdir -p artifacts
+	$(PY) -m pytest --durations=30 --junitxml=artifacts/junit.xml $(PYTEST_ARGS)
 
 unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
