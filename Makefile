@@ -12,7 +12,7 @@ EGRESS_IMAGE ?=
 SANDBOX_IMAGE ?=
 export EXECD_IMAGE EGRESS_IMAGE SANDBOX_IMAGE
 
-.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart docs demo bench load soak lint pin pin-stack \
+.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart kube-build docs demo bench load soak lint pin pin-stack \
 	dist compat compat-pin
 
 # uv comes from PyPI when it is missing; the environment is synced to the exact pins, which
@@ -62,6 +62,10 @@ stack-down: setup
 
 stack-status: setup
 	$(STACK) status
+
+# Builds the Kubernetes commands once per machine into ~/.cache (KUBE_CACHE_DIR overrides).
+kube-build: setup
+	$(PY) -m dev.kube build
 
 # After the execd stand-in changed: `up` rebuilds the image and restarts the servers on its own,
 # this forces a restart without a change.
