@@ -56,7 +56,8 @@ def _project_with(tmp_path: Path, page: str) -> Path:
     source = tmp_path / "docs"
     source.mkdir()
     shutil.copy(DOCS / "conf.py", source / "conf.py")
-    (source / "index.rst").write_text("Probe\n=====\n\nA page of the docs' own configuration.\n" + page)
+    probe = "Probe\n=====\n\nA page built with the docs' own configuration.\n"
+    (source / "index.rst").write_text(probe + page)
     return source
 
 
