@@ -42,10 +42,14 @@ def test_different_long_ids_get_different_labels():
 
 
 def test_identity_metadata_uses_the_keys_and_drops_missing_fields():
-    assert identity_metadata({"dag_id": "d", "map_index": -1, "try_number": None}) == {
+    assert identity_metadata({"dag_id": "d", "map_index": 3, "try_number": None}) == {
         KEYS["dag_id"]: "d",
-        KEYS["map_index"]: label_value(-1),
+        KEYS["map_index"]: "3",
     }
+
+
+def test_an_unmapped_task_carries_no_map_index():
+    assert identity_metadata({"dag_id": "d", "map_index": -1}) == {KEYS["dag_id"]: "d"}
     with pytest.raises(ValueError, match="not task-instance identity"):
         identity_metadata({"owner": "x"})
 

@@ -47,7 +47,11 @@ def identity_metadata(fields: Mapping[str, object]) -> dict[str, str]:
     unknown = set(fields) - set(KEYS)
     if unknown:
         raise ValueError(f"These are not task-instance identity fields: {sorted(unknown)}.")
-    return {KEYS[name]: label_value(value) for name, value in fields.items() if value is not None}
+    # An unmapped task's map_index is -1; like KubernetesPodOperator's labels, it is left out
+    # rather than stored as a label that cannot start with "-".
+    skipped = {"map_index"} if fields.get("map_index") == -1 else set()
+    present = {n: v for n, v in fields.items() if v is not None and n not in skipped}
+    return {KEYS[name]: label_value(value) for name, value in present.items()}
 
 
 def current_identity() -> dict[str, str]:
