@@ -12,7 +12,7 @@ EGRESS_IMAGE ?=
 SANDBOX_IMAGE ?=
 export EXECD_IMAGE EGRESS_IMAGE SANDBOX_IMAGE
 
-.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart kube-build docs demo bench load soak lint pin pin-stack \
+.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart kube-build kube-up kube-down kube-status docs demo bench load soak lint pin pin-stack \
 	dist compat compat-pin
 
 # uv comes from PyPI when it is missing; the environment is synced to the exact pins, which
@@ -66,6 +66,17 @@ stack-status: setup
 # Builds the Kubernetes commands once per machine into ~/.cache (KUBE_CACHE_DIR overrides).
 kube-build: setup
 	$(PY) -m dev.kube build
+
+# A single-node cluster from those binaries, Debian's etcd and a containerd of its own, run as
+# root (docs/kubernetes.rst, "Local cluster"); no test of `make test` needs it.
+kube-up: kube-build
+	$(PY) -m dev.kube up
+
+kube-down: setup
+	$(PY) -m dev.kube down
+
+kube-status: setup
+	$(PY) -m dev.kube status
 
 # After the execd stand-in changed: `up` rebuilds the image and restarts the servers on its own,
 # this forces a restart without a change.
