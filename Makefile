@@ -68,8 +68,9 @@ kube-build: setup
 	$(PY) -m dev.kube build
 
 # A single-node cluster from those binaries, Debian's etcd and a containerd of its own, run as
-# root (docs/kubernetes.rst, "Local cluster"); no test of `make test` needs it.
-kube-up: kube-build
+# root (docs/kubernetes.rst, "Local cluster"); it builds the binaries first if they are not
+# cached. No test of `make test` needs it.
+kube-up: setup
 	$(PY) -m dev.kube up
 
 kube-down: setup

@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from dev.kube import api, components, config, gomod, network, pki, runtime, sysctls
+from dev.kube import api, build, components, config, network, pki, runtime, sysctls
 from dev.kube.paths import (
     ADMIN_KUBECONFIG,
     CNI_CONF_DIR,
@@ -84,8 +84,9 @@ def up() -> None:
 def _bring_up(started: list[str]) -> None:
     with _step("host packages") as note:
         note(", ".join(ensure_host_packages(HOST_PROGRAMS)) or "present")
-    for command in gomod.COMMANDS:
-        components.binary(command)  # fails now, with what to run, rather than half-way up
+    with _step("kubernetes binaries") as note:
+        binaries = build.build()
+        note(f"in {next(iter(binaries.values())).parent}")
     node_ip = network.node_ip()
     network.check_free()
     with _step("certificates and configuration") as note:
