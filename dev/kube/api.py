@@ -45,3 +45,15 @@ def node_ready(name: str = config.NODE_NAME) -> bool | None:
 
 def version() -> str:
     return get("/version")["gitVersion"]
+
+
+def has_default_service_account(namespace: str = "default") -> bool:
+    """Whether pods can be created in ``namespace``: admission refuses them until the
+    controller-manager has made its ``default`` ServiceAccount."""
+    try:
+        get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default")
+    except urllib.error.HTTPError as error:
+        if error.code == 404:
+            return False
+        raise
+    return True

@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from dev.kube import api, build, components, config, network, pki, runtime, sysctls
+from dev.kube import api, build, components, config, mounts, network, pki, runtime, sysctls
 from dev.kube.paths import (
     ADMIN_KUBECONFIG,
     CNI_CONF_DIR,
@@ -52,6 +52,9 @@ ETCD_SECONDS = 30.0
 APISERVER_SECONDS = 120.0
 NODE_SECONDS = 180.0
 POD_DELETE_SECONDS = 120
+# The cluster is going away: a pod's own grace period (30 s by default, all of it spent on a
+# PID 1 that ignores SIGTERM) would only make `down` slow.
+POD_GRACE_SECONDS = 2
 
 
 def up() -> None:
@@ -115,7 +118,13 @@ def _bring_up(started: list[str]) -> None:
             sysctls.save(SYSCTL_RECORD)
         _start("kubelet", components.kubelet(LAYOUT, node_ip), started)
         _wait("kubelet", lambda: _quietly(api.node_ready), NODE_SECONDS, what="the node Ready")
-        note("node Ready")
+        _wait(
+            "kube-controller-manager",
+            lambda: _quietly(api.has_default_service_account),
+            APISERVER_SECONDS,
+            what="the default ServiceAccount",
+        )
+        note("node Ready, default ServiceAccount made")
 
 
 def _write_configuration(node_ip: str) -> None:
@@ -151,6 +160,7 @@ def down() -> list[str]:
                 "pods",
                 "--all",
                 "--all-namespaces",
+                f"--grace-period={POD_GRACE_SECONDS}",
                 f"--timeout={POD_DELETE_SECONDS}s",
             ],
             capture_output=True,
@@ -171,6 +181,9 @@ def down() -> list[str]:
         done.append(f"killed shim {pid}")
     if _stop_process("etcd"):
         done.append("stopped etcd")
+    unmounted = mounts.unmount_under(KUBE_DIR)
+    if unmounted:
+        done.append(f"unmounted {len(unmounted)} mount(s) under {KUBE_DIR}")
     # The next `up` starts from an empty cluster: no pod of an earlier run comes back.
     shutil.rmtree(ETCD_DIR, ignore_errors=True)
     changed = sysctls.restore(SYSCTL_RECORD)
@@ -179,6 +192,8 @@ def down() -> list[str]:
     if subprocess.run(["ip", "link", "show", network.BRIDGE], capture_output=True).returncode == 0:
         subprocess.run(["ip", "link", "delete", network.BRIDGE], check=True)
         done.append(f"removed bridge {network.BRIDGE}")
+    if network.remove_idle_firewall_chains():
+        done.append("removed the CNI firewall plugin's chains")
     STATE_FILE.unlink(missing_ok=True)
     return done
 

@@ -81,6 +81,8 @@ def kubelet_config(pki: Path, runtime_socket: Path, node_ip: str) -> dict[str, A
             "imagefs.available": "1%",
         },
         "staticPodPath": "",
+        # Lowering its own OOM score needs CAP_SYS_RESOURCE, which a VM or container may lack.
+        "oomScoreAdj": 0,
     }
 
 
@@ -100,6 +102,10 @@ def containerd_config(state_dir: Path, cni_conf_dir: Path, cni_bin_dir: Path) ->
             "io.containerd.internal.v1.opt": {"path": str(state_dir / "opt")},
             cri: {
                 "sandbox_image": PAUSE_IMAGE,
+                # Pod sandboxes ask for an OOM score below containerd's own, which needs
+                # CAP_SYS_RESOURCE; in a VM or container without it runc fails to start any
+                # pod. Capped at containerd's own score, every pod starts either way.
+                "restrict_oom_score_adj": True,
                 # Exec and port-forward streams, on loopback and a port the kernel picks.
                 "stream_server_address": "127.0.0.1",
                 "stream_server_port": "0",

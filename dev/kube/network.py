@@ -96,3 +96,39 @@ def _ip_json(*args: str) -> list[dict[str, Any]]:
         ["ip", "-j", "-4", *args], check=True, capture_output=True, text=True
     ).stdout
     return json.loads(output or "[]")
+
+
+# What the firewall plugin leaves in iptables once its last pod is gone: its two chains and the
+# jump into them. Shared by every network that uses the plugin, so removed only when idle.
+FIREWALL_JUMP = ("-m", "comment", "--comment", "CNI firewall plugin rules", "-j", "CNI-FORWARD")
+IDLE_FORWARD_CHAIN = [
+    "-N CNI-FORWARD",
+    '-A CNI-FORWARD -m comment --comment "CNI firewall plugin admin overrides" -j CNI-ADMIN',
+]
+IDLE_ADMIN_CHAIN = ["-N CNI-ADMIN"]
+
+
+def firewall_chains_idle(forward_chain: list[str], admin_chain: list[str]) -> bool:
+    """Whether the plugin's chains (as ``iptables -S`` lists them) hold no pod's rule."""
+    return forward_chain == IDLE_FORWARD_CHAIN and admin_chain == IDLE_ADMIN_CHAIN
+
+
+def remove_idle_firewall_chains() -> bool:
+    """Removes the firewall plugin's chains if no pod of any network still has a rule there."""
+    listed = [_iptables("-S", chain) for chain in ("CNI-FORWARD", "CNI-ADMIN")]
+    if any(rules is None for rules in listed) or not firewall_chains_idle(*listed):
+        return False
+    for args in (
+        ("-D", "FORWARD", *FIREWALL_JUMP),
+        ("-F", "CNI-FORWARD"),
+        ("-X", "CNI-FORWARD"),
+        ("-X", "CNI-ADMIN"),
+    ):
+        subprocess.run(["iptables", *args], check=True, capture_output=True)
+    return True
+
+
+def _iptables(*args: str) -> list[str] | None:
+    """The rules ``iptables -S`` lists, or None when the chain does not exist."""
+    listed = subprocess.run(["iptables", *args], capture_output=True, text=True)
+    return listed.stdout.splitlines() if listed.returncode == 0 else None

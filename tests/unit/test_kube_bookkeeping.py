@@ -6,10 +6,11 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from dev.kube import runtime, sysctls
+from dev.kube import mounts, network, runtime, sysctls
 from dev.stack.processes import ProcessTable
 
 
@@ -87,3 +88,38 @@ def test_the_kernel_settings_the_kubelet_changed_are_put_back(tmp_path):
     assert (proc_sys / "kernel/panic").read_text() == "0\n"
     assert not record.exists()
     assert sysctls.restore(record, proc_sys) == {}
+
+
+MOUNTINFO = """\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+51 27 254:0 /srv/repo/.kube/kubelet /srv/repo/.kube/kubelet rw,relatime shared:7 - ext4 /dev/vda rw
+52 51 0:40 / /srv/repo/.kube/kubelet/pods/uid/volumes/kube-api-access rw shared:8 - tmpfs tmpfs rw
+48 27 0:4 net:[4026532179] /srv/repo/.kube/containerd/state/netns/cni-1 rw - nsfs nsfs rw
+60 27 0:44 / /srv/repo/.kube-other/with\\040space rw - tmpfs tmpfs rw
+"""
+
+
+def test_mounts_under_the_cluster_directory_are_unmounted_last_mounted_first():
+    points = mounts.mounts_under(Path("/srv/repo/.kube"), MOUNTINFO)
+    assert points == [
+        Path("/srv/repo/.kube/containerd/state/netns/cni-1"),
+        Path("/srv/repo/.kube/kubelet/pods/uid/volumes/kube-api-access"),
+        Path("/srv/repo/.kube/kubelet"),
+    ]
+
+
+def test_a_sibling_directory_sharing_the_prefix_is_not_the_clusters():
+    points = mounts.mounts_under(Path("/srv/repo/.kube-other"), MOUNTINFO)
+    assert points == [Path("/srv/repo/.kube-other/with space")]
+    assert not any(
+        p.is_relative_to("/srv/repo/.kube-other")
+        for p in mounts.mounts_under(Path("/srv/repo/.kube"), MOUNTINFO)
+    )
+
+
+def test_the_firewall_chains_are_removed_only_when_no_pod_has_a_rule_there():
+    assert network.firewall_chains_idle(network.IDLE_FORWARD_CHAIN, network.IDLE_ADMIN_CHAIN)
+    with_a_pod = [*network.IDLE_FORWARD_CHAIN, "-A CNI-FORWARD -d 10.213.0.15/32 -j ACCEPT"]
+    assert not network.firewall_chains_idle(with_a_pod, network.IDLE_ADMIN_CHAIN)
+    overridden = [*network.IDLE_ADMIN_CHAIN, "-A CNI-ADMIN -s 10.0.0.0/8 -j DROP"]
+    assert not network.firewall_chains_idle(network.IDLE_FORWARD_CHAIN, overridden)
