@@ -55,6 +55,8 @@ POD_DELETE_SECONDS = 120
 # The cluster is going away: a pod's own grace period (30 s by default, all of it spent on a
 # PID 1 that ignores SIGTERM) would only make `down` slow.
 POD_GRACE_SECONDS = 2
+# etcd and containerd flush to disk on SIGTERM; none of the processes needs longer.
+STOP_GRACE_SECONDS = 30
 
 
 def up() -> None:
@@ -174,7 +176,7 @@ def down() -> list[str]:
         leftovers = runtime.remove_leftover_tasks()
         if leftovers:
             done.append(f"killed containers the kubelet left: {', '.join(leftovers)}")
-        runtime.stop()
+        _stop_process(runtime.PROCESS)
         done.append("stopped containerd")
     for pid in runtime.stray_shims():
         os.kill(pid, signal.SIGKILL)
@@ -208,6 +210,8 @@ def status() -> str:
     for name in ("etcd", runtime.PROCESS, *components.CONTROL_PLANE, "kubelet"):
         record = PROCESSES.find(name)
         lines.append(f"{name}: {'pid ' + str(record.pid) if record else 'DOWN'}")
+    if STATE_FILE.exists():
+        lines.append(f"last up took {json.loads(STATE_FILE.read_text())['up_seconds']} s")
     if api.ready():
         lines.append(f"cluster version: {api.version()}")
         ready = _quietly(api.node_ready)
@@ -239,9 +243,7 @@ def _start(name: str, argv: list[str], started: list[str]) -> bool:
 
 
 def _stop_process(name: str) -> bool:
-    if name == runtime.PROCESS:
-        return runtime.stop()
-    return PROCESSES.stop(name, grace_seconds=30)
+    return PROCESSES.stop(name, grace_seconds=STOP_GRACE_SECONDS)
 
 
 def _etcd_healthy() -> bool:

@@ -25,7 +25,8 @@ PROCESS = "containerd"
 NAMESPACE = "k8s.io"
 CNI_BIN_DIR = Path("/usr/lib/cni")
 START_SECONDS = 30.0
-# A task that ignores SIGKILL for this long is stuck in the kernel; `down` reports it.
+# A killed task can be deleted once it has exited, normally within milliseconds; one still there
+# after this long is stuck in the kernel, and its shim is killed once containerd has stopped.
 KILL_WAIT_SECONDS = 10.0
 
 
@@ -115,10 +116,6 @@ def remove_leftover_tasks() -> list[str]:
             except subprocess.CalledProcessError:
                 time.sleep(0.2)
     return leftovers
-
-
-def stop() -> bool:
-    return PROCESSES.stop(PROCESS, grace_seconds=30)
 
 
 def stray_shims() -> list[int]:
