@@ -1,8 +1,8 @@
 """Where the local cluster keeps its files: everything ``up`` creates lives under ``.kube/``.
 
-The directory is git-ignored. ``down`` stops the processes and leaves the files, so the next
-``up`` reuses the certificates, etcd's data and the images containerd already holds; removing
-``.kube/`` after ``down`` starts the next cluster from nothing.
+The directory is git-ignored. ``down`` stops the processes and removes etcd's data, so the next
+``up`` starts an empty cluster with the certificates and the images containerd already holds;
+removing ``.kube/`` after ``down`` starts the next cluster from nothing.
 """
 
 from pathlib import Path
