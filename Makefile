@@ -12,7 +12,7 @@ EGRESS_IMAGE ?=
 SANDBOX_IMAGE ?=
 export EXECD_IMAGE EGRESS_IMAGE SANDBOX_IMAGE
 
-.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart kube-build kube-up kube-down kube-status docs demo bench load soak lint pin pin-stack \
+.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart kube-build docs demo bench load soak lint pin pin-stack \
 	dist compat compat-pin
 
 # uv comes from PyPI when it is missing; the environment is synced to the exact pins, which
@@ -70,6 +70,7 @@ kube-build: setup
 # A single-node cluster from those binaries, Debian's etcd and a containerd of its own, run as
 # root (docs/kubernetes.rst, "Local cluster"); it builds the binaries first if they are not
 # cached. No test of `make test` needs it.
+.PHONY: kube-up kube-down kube-status
 kube-up: setup
 	$(PY) -m dev.kube up
 
