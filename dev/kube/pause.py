@@ -32,23 +32,13 @@ def compile_pause(out_dir: Path) -> Path:
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     binary = out_dir / "pause"
-    subprocess.run(
-        [
-            "gcc",
-            "-static",
-            "-Os",
-            "-s",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-o",
-            str(binary),
-            str(SOURCE),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    argv = ["gcc", "-static", "-Os", "-s", "-Wall", "-Wextra", "-Werror", "-o", str(binary)]
+    compiled = subprocess.run([*argv, str(SOURCE)], capture_output=True, text=True)
+    if compiled.returncode != 0:
+        raise RuntimeError(
+            f"Compiling the pause binary failed:\n{compiled.stderr}\nA static build needs the C "
+            "library's static archive too: install Debian's `libc6-dev` and run `up` again."
+        )
     return binary
 
 
