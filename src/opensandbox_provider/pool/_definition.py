@@ -10,10 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from airflow.providers.common.ai.sandbox.base import SandboxSpec
+
 from opensandbox_provider.sandbox import _arguments, _policy, _tags, _volumes
 
 if TYPE_CHECKING:
-    from airflow.providers.common.ai.sandbox.base import SandboxSpec
     from opensandbox.models.sandboxes import NetworkPolicy
     from opensandbox.pool_types import PoolStateStore
 
@@ -123,8 +124,9 @@ class WarmPool:
     :param cpu: The CPU limit of each sandbox, as the backend's ``cpu``.
     :param memory: The memory limit of each sandbox, as the backend's ``memory``.
     :param spec: The environment and network policy each sandbox is made with, as the task's
-        ``SandboxSpec`` gives them; ``None`` is an open sandbox with no environment, as a
-        backend creates for no spec. Its ``owner`` must be unset: that is the task's.
+        ``SandboxSpec`` gives them. The default, ``SandboxSpec()``, denies all egress, as an
+        operator's default spec does; ``None`` is what a backend creates for no spec at all.
+        Its ``owner`` must be unset: that is the task's, given when it draws a sandbox.
     :param volumes: Data mounted into each sandbox, as the backend's ``volumes``.
     :param opensandbox_conn_id: The connection naming the server the keeper creates on; a
         backend draws from the pool only through a connection of the same id.
@@ -138,12 +140,12 @@ class WarmPool:
 
     name: str
     size: int
-    store: str | PoolStateStore
+    store: str | PoolStateStore = field(repr=False)
     image: str = "python:3.12-slim"
     snapshot: str | None = None
     cpu: str = "1"
     memory: str = "2Gi"
-    spec: SandboxSpec | None = None
+    spec: SandboxSpec | None = field(default_factory=SandboxSpec)
     volumes: Sequence[_volumes.Mount] = ()
     opensandbox_conn_id: str | None = "opensandbox_default"
     idle_lease: float = 900.0

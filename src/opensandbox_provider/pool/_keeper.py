@@ -135,11 +135,14 @@ def drain(pool: WarmPool) -> int:
     from opensandbox.sync.manager import SandboxManagerSync
 
     store = state_store(pool)
-    manager = SandboxManagerSync.create(OpenSandboxHook(pool.opensandbox_conn_id).connection_config)
+    manager: SandboxManagerSync | None = None
     drained = 0
     try:
         while (sandbox := store.try_take_idle(pool.name)) is not None:
             drained += 1
+            if manager is None:
+                config = OpenSandboxHook(pool.opensandbox_conn_id).connection_config
+                manager = SandboxManagerSync.create(config)
             try:
                 manager.kill_sandbox(sandbox)
             except Exception as e:
@@ -149,6 +152,6 @@ def drain(pool: WarmPool) -> int:
                         "Could not destroy idle sandbox %s of pool %s: %s", sandbox, pool.name, e
                     )
     finally:
-        manager.close()
+        if manager is not None:
+            manager.close()
     return drained
-
