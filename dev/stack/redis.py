@@ -6,8 +6,10 @@ rebuilt by its keeper, and an idle sandbox the state forgot expires by its lease
 """
 
 import socket
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from dev.stack import processes
@@ -61,6 +63,9 @@ def argv(port: int, directory: Path, binds: tuple[str, ...]) -> list[str]:
         # Bound to the addresses above alone; protected mode would also refuse the bridge.
         "--protected-mode",
         "no",
+        # Redis otherwise rewrites its command line, and the stack knows its processes by theirs.
+        "--set-proc-title",
+        "no",
     ]
 
 
@@ -81,3 +86,25 @@ def wait_answering(port: int, *, alive: Callable[[], bool]) -> None:
                 f"{processes.log_file(PROCESS_NAME)}."
             )
         time.sleep(0.05)
+
+
+@contextmanager
+def private(directory: Path) -> Iterator[str]:
+    """A Redis of one caller's own on a free loopback port, until the block ends; its URL.
+
+    The tests and the benchmark keep their pools here rather than in the stack's Redis, so two
+    runs sharing one stack never see each other's pools.
+    """
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with (directory / "redis.log").open("wb") as log:
+        process = subprocess.Popen(
+            argv(port, directory, ("127.0.0.1",)), stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            wait_answering(port, alive=lambda: process.poll() is None)
+            yield url(port)
+        finally:
+            process.terminate()
+            process.wait(timeout=10)

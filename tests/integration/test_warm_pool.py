@@ -1,7 +1,7 @@
 """Warm pools on the stack's servers: a keeper fills a pool in Redis, backends draw from it.
 
-Each test's pools live in a Redis of the run's own (tests/redis_server.py) under a name of
-their own, and are drained when the test ends.
+Each test's pools live in a Redis of the run's own (dev/stack/redis.py) under a name of their
+own, and are drained when the test ends.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 from opensandbox.sync.manager import SandboxManagerSync
 
+from dev.stack import redis
 from dev.stack.state import ServerInfo
 from opensandbox_provider.pool import Keeper, WarmPool, drain
 from opensandbox_provider.pool._definition import FINGERPRINT_KEY, POOL_KEY
 from opensandbox_provider.pool._store import state_store
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from tests import warm_pools
-from tests.redis_server import private_redis
 
 CONN_ID = "opensandbox_default"
 OPEN = SandboxSpec(block_network=False)
@@ -42,7 +42,7 @@ FILL_SECONDS = 120.0
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with private_redis(tmp_path_factory.mktemp("redis")) as url:
+    with redis.private(tmp_path_factory.mktemp("redis")) as url:
         yield url
         warm_pools.drain_all()
 
