@@ -45,7 +45,9 @@ class CreationArguments:
     cpu: str
     memory: str
     env: Mapping[str, str]
-    network: NetworkPolicy | None
+    # The spec's network fields alone; made into the policy the server is sent only when
+    # compared, so that defining a pool in a Dag file imports no SDK module.
+    network: SandboxSpec | None
     volumes: tuple[_volumes.Mount, ...]
 
     @classmethod
@@ -67,9 +69,19 @@ class CreationArguments:
             cpu=cpu,
             memory=memory,
             env=_arguments.environment(spec) or {},
-            network=_policy.network_policy(spec),
+            network=None
+            if spec is None
+            else SandboxSpec(
+                block_network=spec.block_network,
+                allow_egress_to=spec.allow_egress_to,
+                allow_egress_to_cidrs=spec.allow_egress_to_cidrs,
+            ),
             volumes=tuple(volumes),
         )
+
+    def policy(self) -> NetworkPolicy | None:
+        """The network policy a sandbox is created with, as the backend maps the spec."""
+        return _policy.network_policy(self.network)
 
     def canonical(self) -> dict[str, Any]:
         """The arguments as JSON values, in one order, as the server is sent them."""
@@ -80,7 +92,7 @@ class CreationArguments:
             "cpu": self.cpu,
             "memory": self.memory,
             "env": dict(sorted(self.env.items())),
-            "network": _dumped(self.network),
+            "network": _dumped(self.policy()),
             "volumes": [_dumped(volume) for volume in volumes],
         }
 

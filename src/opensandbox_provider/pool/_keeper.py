@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, cast
 
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.pool._store import state_store
-from opensandbox_provider.sandbox import _policy, _volumes
+from opensandbox_provider.sandbox import _volumes
 from opensandbox_provider.sandbox._errors import status_of
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ class Keeper:
             env=dict(pool.creation.env) or None,
             metadata=pool.idle_metadata(),
             resource={"cpu": pool.cpu, "memory": pool.memory},
-            network_policy=_policy.network_policy(pool.spec),
+            network_policy=pool.creation.policy(),
             volumes=_volumes.sdk_volumes(pool.volumes),
             connection_config=cast("ConnectionConfigSync", context.connection_config),
             # The SDK's pool polls readiness itself once the sandbox exists.
