@@ -265,7 +265,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             if spec is None or spec.owner is None:
                 # The toolset asking holds it until it destroys it. A sandbox provisioned for
                 # another task waits for that task unheld, for one lease.
-                self._hold(record)
+                self._hold(record, renewed=drawn is not None)
         except BaseException:
             self._destroy_quietly(sdk.id, after="its creation failed")
             raise
@@ -656,8 +656,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if record is not None:
             record.sdk.close()
 
-    def _hold(self, record: SandboxRecord) -> None:
-        self._leases.hold(record.sdk.id, lease=record.lease)
+    def _hold(self, record: SandboxRecord, *, renewed: bool = False) -> None:
+        self._leases.hold(record.sdk.id, lease=record.lease, renewed=renewed)
         # Renewed from now on, so nothing this process runs has to fit an expiry.
         record.expires_at = None
 
