@@ -8,6 +8,7 @@ moment of the machine falls on both alike.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import statistics
@@ -66,6 +67,9 @@ def measure(server: ServerInfo, image: str) -> dict[str, Any]:
 
 
 def _keep(pool: WarmPool, stop: Any) -> None:
+    # A spawned process starts with logging as it comes: quiet it as the bench's own is.
+    logging.getLogger("opensandbox").setLevel(logging.ERROR)
+    logging.getLogger("opensandbox_provider").setLevel(logging.WARNING)
     with Keeper(pool):
         stop.wait()
 
