@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import copy
 import logging
+import sys
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 from opensandbox.exceptions import PoolStateStoreUnavailableException
 from opensandbox.pool import InMemoryPoolStateStore
 
+from dev.stack import redis
 from opensandbox_provider.pool import WarmPool
-from opensandbox_provider.pool.__main__ import load
+from opensandbox_provider.pool.__main__ import load, main
 from opensandbox_provider.pool._definition import FINGERPRINT_KEY, POOL_KEY, CreationArguments
+from opensandbox_provider.pool._store import state_store
 from opensandbox_provider.sandbox import HostPath, NamedVolume, OpenSandboxBackend, _pool
 from opensandbox_provider.sandbox.backend import _pool_arguments
 
@@ -200,6 +203,8 @@ def test_a_mismatch_that_says_fail_fails_the_task_and_leaves_the_pool() -> None:
 
 
 POOL_FOR_THE_KEEPER = WarmPool("keeper-test", 2, STORE)
+# Nothing listens on port 1 of loopback, so every call to this pool's Redis is refused at once.
+UNREACHABLE = WarmPool("unreachable", 2, "redis://127.0.0.1:1/0")
 NOT_A_POOL = "a string"
 
 
@@ -214,3 +219,17 @@ def test_the_keeper_loads_the_pool_the_dags_define() -> None:
 def test_the_keeper_says_what_is_wrong_with_a_reference(reference, message) -> None:
     with pytest.raises(SystemExit, match=message):
         load(reference)
+
+
+def test_the_keepers_status_counts_the_pools_idle_sandboxes(tmp_path, monkeypatch, capsys) -> None:
+    with redis.private(tmp_path) as url:
+        pool = WarmPool("status-test", 2, url)
+        state_store(pool).put_idle(pool.name, "sandbox-1")
+        monkeypatch.setattr(sys.modules[__name__], "POOL_IN_REDIS", pool, raising=False)
+        assert main(["status", f"{__name__}:POOL_IN_REDIS"]) == 0
+    assert "Warm pool status-test: 1 of 2 idle." in capsys.readouterr().out
+
+
+def test_the_keeper_says_so_when_the_pools_redis_cannot_be_reached() -> None:
+    with pytest.raises(SystemExit, match="The Redis of warm pool unreachable cannot be reached"):
+        main(["status", f"{__name__}:UNREACHABLE"])

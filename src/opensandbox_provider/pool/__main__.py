@@ -37,12 +37,20 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     pool = load(arguments.pool)
-    if arguments.command == "keep":
-        run_keeper(Keeper(pool, lock_seconds=arguments.lock_seconds))
-    elif arguments.command == "drain":
-        print(f"Destroyed {drain(pool)} idle sandboxes of warm pool {pool.name}.")
-    else:
-        print(f"Warm pool {pool.name}: {Keeper(pool).idle()} of {pool.size} idle.")
+    from opensandbox.exceptions import PoolStateStoreUnavailableException
+
+    try:
+        if arguments.command == "keep":
+            run_keeper(Keeper(pool, lock_seconds=arguments.lock_seconds))
+        elif arguments.command == "drain":
+            print(f"Destroyed {drain(pool)} idle sandboxes of warm pool {pool.name}.")
+        else:
+            print(f"Warm pool {pool.name}: {Keeper(pool).idle()} of {pool.size} idle.")
+    except PoolStateStoreUnavailableException as e:
+        raise SystemExit(
+            f"The Redis of warm pool {pool.name} cannot be reached ({e}). Check the pool's "
+            "store, its URL or Airflow connection, and that Redis runs there."
+        ) from e
     return 0
 
 
