@@ -28,7 +28,7 @@ $(VENV)/.synced: requirements/pinned.txt pyproject.toml
 # Regenerates the pins after a dependency change in pyproject.toml.
 pin:
 	uv lock -q
-	uv export -q --no-hashes --extra opensandbox --group dev --no-emit-project -o requirements/pinned.txt
+	uv export -q --no-hashes --extra opensandbox --extra pool --group dev --no-emit-project -o requirements/pinned.txt
 
 # A release's sdist and wheel in dist/ (docs/releasing.rst): built from the committed files
 # alone, with the pinned build backend and the commit's time as every entry's time, so that a

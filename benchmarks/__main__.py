@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks import children, emission, latency, parsing, workloads
+from benchmarks import children, emission, latency, parsing, warm_pool, workloads
 from benchmarks.report import render, write_json
 from benchmarks.rows import build_rows
 from benchmarks.subjects import BACKENDS, SUBJECTS, make_subject
@@ -24,7 +24,7 @@ from dev.stack.state import read_state
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts"
-CASES = ("latency", "lines", "parsing", "no-newline", "export", "stall", "agents")
+CASES = ("latency", "lines", "parsing", "no-newline", "export", "stall", "agents", "pool")
 
 
 def run_children(requests: list[tuple[dict, float]], *, parallel: bool = False) -> list[dict]:
@@ -111,6 +111,9 @@ def measure(names: list[str], cases: list[str]) -> dict:
             for name in backends
         ]
         raw["agents"] = dict(zip(backends, run_children(requests), strict=True))
+    if "pool" in cases:
+        print(f"bench: (g) first command, cold and from a warm pool, {warm_pool.RUNS} each ...")
+        raw["pool"] = warm_pool.measure(server, state.sandbox_image)
     return raw
 
 

@@ -13,6 +13,7 @@ import pytest
 from dev.stack import leaks
 from dev.stack.images import ROLES
 from dev.stack.state import ServerInfo, StackState, read_state
+from tests import warm_pools
 from tests.run_summary import RunSummary
 from tests.snapshot_leaks import snapshot_leftovers, snapshot_resources
 
@@ -121,7 +122,7 @@ def dns_nft_server(stack: StackState) -> ServerInfo:
 @pytest.fixture(scope="session", autouse=True)
 def no_leaked_sandboxes(request: pytest.FixtureRequest):
     """Fails the run if a container, volume, network or snapshot OpenSandbox made here
-    outlives it.
+    outlives it, or a warm pool a test made still holds an idle sandbox.
 
     It compares with what existed at the start, so another run on the same engine at the same
     time can make it fail too: run the stack suites one at a time.
@@ -136,7 +137,10 @@ def no_leaked_sandboxes(request: pytest.FixtureRequest):
         state = None  # no stack: the stack fixture fails the tests with its own message
     snapshots_before = set() if state is None else snapshot_resources(state)
     yield
-    left = leaks.leftovers(before)
+    # Drained before the containers are counted: what a pool still held is reported by pool.
+    idle = warm_pools.drain_all()
+    left: list[object] = [f"{n} idle sandboxes of warm pool {name}" for name, n in idle.items()]
+    left += leaks.leftovers(before)
     if state is not None:
         left += snapshot_leftovers(state, snapshots_before)
     if left:

@@ -20,8 +20,8 @@ def header(combination: Combination) -> str:
 
 
 def compile_pins(combination: Combination) -> str:
-    """The resolution of the package's declared ranges (its ``opensandbox`` extra included)
-    together with what the combination fixes, one ``name==version`` a line."""
+    """The resolution of the package's declared ranges (its ``opensandbox`` and ``pool`` extras
+    included) together with what the combination fixes, one ``name==version`` a line."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", prefix="compat-") as fixed:
         fixed.write("\n".join(combination.requirements()) + "\n")
         fixed.flush()
@@ -37,6 +37,8 @@ def compile_pins(combination: Combination) -> str:
                 PYTHON_VERSION,
                 "--extra",
                 "opensandbox",
+                "--extra",
+                "pool",
                 str(REPO / "pyproject.toml"),
                 fixed.name,
             ],

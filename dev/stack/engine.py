@@ -19,13 +19,15 @@ FIXED_CIDR = "172.17.0.0/17"
 BRIDGE = "docker0"
 DOCKERD = "dockerd"
 # Host programs the stack calls, by the Debian package that provides them. nftables and iproute2
-# are here because the egress stand-in's rules are inspected and debugged with them on the host.
+# are here because the egress stand-in's rules are inspected and debugged with them on the host;
+# redis-server keeps the warm pools' state.
 HOST_PACKAGES = {
     "dockerd": "docker.io",
     "docker": "docker.io",
     "debootstrap": "debootstrap",
     "nft": "nftables",
     "ip": "iproute2",
+    "redis-server": "redis-server",
 }
 ENGINE_START_SECONDS = 60
 

@@ -6,7 +6,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from dev.stack import engine, images, nameserver, servers
+from dev.stack import engine, images, nameserver, redis, servers
 from dev.stack.paths import LOCK_FILE
 from dev.stack.resolver import DEFAULT_ZONE
 from dev.stack.servers import ServerSpec
@@ -19,6 +19,7 @@ class Started:
 
     engine: bool = False
     resolver: bool = False
+    redis: bool = False
     servers: list[ServerSpec] = field(default_factory=list)
 
 
@@ -52,6 +53,9 @@ def _bring_up(started: Started) -> None:
     with _step("resolver") as note:
         started.resolver = nameserver.ensure_resolver()
         note("started" if started.resolver else "running")
+    with _step("redis") as note:
+        started.redis = redis.ensure_redis()
+        note("started" if started.redis else "running")
     key = servers.api_key()
     with _step("servers") as note:
         launched = servers.launch_servers(key, choice)
@@ -70,7 +74,7 @@ def restart_servers() -> None:
 
 
 def down() -> None:
-    stop(Started(engine=True, resolver=True, servers=list(servers.SERVERS)))
+    stop(Started(engine=True, resolver=True, redis=True, servers=list(servers.SERVERS)))
 
 
 def stop(started: Started) -> None:
@@ -79,6 +83,8 @@ def stop(started: Started) -> None:
         servers.stop_server(spec)
     if not any(servers.is_running(spec) for spec in servers.SERVERS):
         remove_state()
+    if started.redis:
+        redis.stop_redis()
     if started.resolver:
         nameserver.stop_resolver()
     if started.engine:
@@ -105,6 +111,7 @@ def status() -> str:
         kind = state.image_kinds[role]
         lines.append(f"{role} image: {state.images[role]} ({kind}; {used_by})")
     lines.append(f"resolver: {state.resolver['host']}:{state.resolver['port']}")
+    lines.append(f"redis (warm pools): {state.redis_url or 'none'}")
     return "\n".join(lines)
 
 
@@ -124,7 +131,13 @@ def _state(key: str, choice: images.ImageChoice) -> StackState:
     }
     resolver = {"host": engine.RESOLVER_IP, "port": nameserver.PORT, "zone": dict(DEFAULT_ZONE)}
     return StackState(
-        infos, choice.image("sandbox"), engine.BRIDGE_IP, resolver, choice.images, choice.kinds
+        infos,
+        choice.image("sandbox"),
+        engine.BRIDGE_IP,
+        resolver,
+        choice.images,
+        choice.kinds,
+        redis.url(),
     )
 
 

@@ -78,6 +78,8 @@ class StackState:
     # stand-in or one named at `up` (dev/stack/images.py).
     images: dict[str, str] = field(default_factory=dict)
     image_kinds: dict[str, str] = field(default_factory=dict)
+    # Where warm pools keep their state (dev/stack/redis.py); empty from a stack that predates it.
+    redis_url: str = ""
 
     def runs_named(self, role: str) -> bool:
         """Whether ``role`` is served by a named image rather than our stand-in."""
@@ -98,6 +100,7 @@ class StackState:
             data["resolver"],
             data.get("images", {}),
             data.get("image_kinds", {}),
+            data.get("redis_url", ""),
         )
 
 

@@ -36,6 +36,10 @@ def get_provider_info() -> dict[str, Any]:
                 "httpcore>=1.0,<2",
                 "h11>=0.16,<1",
             ],
+            "pool": [
+                "opensandbox>=1.1.0,<2",
+                "redis>=5.0,<6",
+            ],
         },
         "integrations": [
             {

@@ -61,6 +61,17 @@ def test_every_server_is_healthy_and_is_opensandbox_1_1_1(stack: StackState, nam
     assert get_json(f"http://{server.domain}/version") == {"version": "1.1.1"}
 
 
+def test_the_stacks_redis_answers_where_the_state_says_and_on_the_bridge(stack: StackState):
+    # The stack's Redis holds the pools of `make demo` and of deployments tried on the stack;
+    # the tests keep theirs in a Redis of their own.
+    from redis import Redis
+
+    assert stack.redis_url, "The stack names no Redis: restart it with `make stack-up`."
+    assert Redis.from_url(stack.redis_url, socket_timeout=5).ping()
+    port = Redis.from_url(stack.redis_url).connection_pool.connection_kwargs["port"]
+    assert Redis(host=stack.bridge_ip, port=port, socket_timeout=5).ping()
+
+
 def test_a_wrong_api_key_is_refused_with_401(plain_server: ServerInfo):
     config = plain_server.connection_config(api_key="not-the-key")
 

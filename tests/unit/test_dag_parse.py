@@ -1,5 +1,6 @@
-"""A Dag file that only constructs the backend leaves the OpenSandbox SDK unimported, so Dags
-parse on a dag-processor without the extra and without the SDK's import cost."""
+"""A Dag file that only constructs the backend, and the warm pool it draws from, leaves the
+OpenSandbox SDK unimported, so Dags parse on a dag-processor without the extra and without the
+SDK's import cost."""
 
 from __future__ import annotations
 
@@ -18,15 +19,18 @@ import json
 import sys
 
 from airflow.providers.common.ai.sandbox import SandboxSpec
+from opensandbox_provider.pool import WarmPool
 from opensandbox_provider.sandbox import OpenSandboxBackend
 
+spec = SandboxSpec(allow_egress_to=["data.example.com"])
+pool = WarmPool("python", size=2, store="redis://localhost:6379/0", spec=spec)
 backend = OpenSandboxBackend(
     opensandbox_conn_id="opensandbox_default",
     image="python:3.12-slim",
     sandbox_timeout=600,
     workdir="/srv/work",
+    warm_pool=pool,
 )
-spec = SandboxSpec(allow_egress_to=["data.example.com"])
 print(json.dumps({
     "installed": importlib.util.find_spec("opensandbox") is not None,
     "loaded": sorted(m for m in sys.modules if m == "opensandbox" or m.startswith("opensandbox.")),

@@ -13,6 +13,7 @@ from airflow.providers.common.compat.sdk import dag, task
 
 from opensandbox_provider.decorators import opensandbox as decorator
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
+from opensandbox_provider.pool import WarmPool
 
 
 @task.opensandbox(image="python:3.12-slim")
@@ -88,3 +89,15 @@ def test_the_xcom_push_airflow_3_0_reads_off_the_operator_pushes_to_the_task_ins
 
     the_task(add, 2).xcom_push({"ti": TaskInstance()}, "extra", {"sum": 3})
     assert pushed == {"extra": {"sum": 3}}
+
+
+WARM = WarmPool("py", 1, "redis://localhost:6379/0")
+
+
+@task.opensandbox(warm_pool=WARM)
+def pooled() -> int:
+    return 1
+
+
+def test_the_decorator_takes_the_warm_pool_as_the_operator_does() -> None:
+    assert the_task(pooled).new_backend().warm_pool is WARM

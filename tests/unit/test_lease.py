@@ -160,3 +160,15 @@ def test_renewals_run_on_daemon_threads_so_they_die_with_the_worker(leases):
 def test_dropping_a_sandbox_never_held_does_nothing(leases):
     leases.drop("sb-unknown")
     assert leases.held() == frozenset()
+
+
+def test_a_sandbox_renewed_a_moment_ago_is_held_without_renewing_it_again_first() -> None:
+    renewals = Renewals()
+    leases = Leases(renewals)
+    leases.hold("drawn", lease=60, renewed=True)
+    try:
+        assert renewals.count("drawn") == 0
+        assert len(lease_threads("drawn")) == 1
+    finally:
+        leases.drop("drawn")
+    wait_until_no_thread("drawn")

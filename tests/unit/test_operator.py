@@ -6,6 +6,7 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
 from opensandbox_provider.operators.opensandbox import CommandEnd, OpenSandboxOperator, _tail
+from opensandbox_provider.pool import WarmPool
 from opensandbox_provider.sandbox import NamedVolume
 
 
@@ -75,3 +76,12 @@ def test_a_failure_with_nothing_on_stderr_says_so() -> None:
 def test_an_open_spec_is_kept_as_given() -> None:
     spec = SandboxSpec(block_network=False, env={"A": "1"})
     assert OpenSandboxOperator(task_id="t", command="true", spec=spec).spec is spec
+
+
+def test_a_warm_pool_reaches_the_backend_of_every_run() -> None:
+    pool = WarmPool("py", 1, "redis://localhost:6379/0")
+    operator = OpenSandboxOperator(task_id="t", command="true", warm_pool=pool)
+
+    assert operator.new_backend().warm_pool is pool
+    # Not Airflow's own slot pool, which every task has.
+    assert operator.pool == "default_pool"

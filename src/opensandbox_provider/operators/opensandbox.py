@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from airflow.providers.common.ai.sandbox.base import SandboxExecResult
     from airflow.providers.common.compat.sdk import Context, ObjectStoragePath
 
+    from opensandbox_provider.pool import WarmPool
     from opensandbox_provider.sandbox import HostPath, NamedVolume
 
 # How much of each stream's tail is kept: the stdout returned as the task's XCom, and the
@@ -114,6 +115,9 @@ class OpenSandboxOperator(BaseOperator):
     :param ready_timeout: Seconds a new sandbox has to start answering.
     :param max_output_bytes: How much of the tail of stdout and of stderr is kept.
     :param max_file_bytes: The largest file copied in or out.
+    :param warm_pool: A :class:`~opensandbox_provider.pool.WarmPool` to take the sandbox
+        from, ready, instead of creating it (see :doc:`/pools`); it is destroyed after the
+        task all the same. Named so because ``pool`` is every Airflow task's slot pool.
     """
 
     template_fields: Sequence[str] = ("command", "env", "files", "snapshot")
@@ -143,6 +147,7 @@ class OpenSandboxOperator(BaseOperator):
         ready_timeout: float = 120.0,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        warm_pool: WarmPool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -174,6 +179,7 @@ class OpenSandboxOperator(BaseOperator):
             "ready_timeout": ready_timeout,
             "workdir": workdir,
             "volumes": volumes,
+            "warm_pool": warm_pool,
         }
         # Built once here only for the backend's own checks, so that a mistake fails when the
         # Dag is parsed; each run builds its own, since a backend holds locks and threads.

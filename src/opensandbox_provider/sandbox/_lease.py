@@ -45,7 +45,7 @@ class Leases:
         self._held: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
-    def hold(self, sandbox: str, *, lease: float) -> None:
+    def hold(self, sandbox: str, *, lease: float, renewed: bool = False) -> None:
         """
         Renew ``sandbox`` now, then every third of ``lease`` seconds until :meth:`drop`.
 
@@ -53,9 +53,10 @@ class Leases:
         of its own still renews often enough for it. Renewing before returning means a
         holder that arrives late in the sandbox's life, an agent task attaching just before
         the provisioned expiry, starts with a whole lease. Holding a sandbox already held
-        renews it and keeps the one thread.
+        renews it and keeps the one thread. ``renewed`` says the caller renewed it to a whole
+        lease a moment ago, as a draw from a warm pool does, so only the thread is started.
         """
-        if not self._renew(sandbox):
+        if not renewed and not self._renew(sandbox):
             raise SandboxTerminalError(
                 f"Sandbox {sandbox} no longer exists on the server, or has ended there, so it "
                 "cannot be held. The task that provisioned it may have destroyed it, or its "

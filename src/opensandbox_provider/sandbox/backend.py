@@ -22,7 +22,7 @@ from airflow.providers.common.ai.sandbox.base import (
 
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.sandbox import _arguments, _pause, _policy, _tags, _volumes
+from opensandbox_provider.sandbox import _arguments, _pause, _policy, _pool, _tags, _volumes
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, done_unless_missing, status_of
 from opensandbox_provider.sandbox._execd import EXECD_PORT
 from opensandbox_provider.sandbox._files import SandboxFiles
@@ -38,8 +38,12 @@ if TYPE_CHECKING:
     from typing import BinaryIO
 
     from airflow.providers.common.ai.sandbox.base import AttachedSandbox, SandboxSpec
+    from opensandbox import SandboxSync
     from opensandbox.config.connection_sync import ConnectionConfigSync
-    from opensandbox.models.sandboxes import SandboxInfo
+    from opensandbox.models.sandboxes import NetworkPolicy, SandboxInfo
+
+    from opensandbox_provider.pool import WarmPool
+    from opensandbox_provider.pool._definition import CreationArguments
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +112,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         it, so that it waits for the next task without using CPU; its lease runs on while it
         is paused. The next ``attach``, command or file operation on it, from any backend,
         resumes it first. Off by default: resuming costs the next task a moment.
+    :param warm_pool: A :class:`~opensandbox_provider.pool.WarmPool` to take each sandbox
+        from, ready, instead of creating it; it is destroyed after use as a created one is,
+        and never serves another task. The pool's arguments must equal this backend's and
+        the task's spec, else the pool's ``on_mismatch`` says whether the sandbox is created
+        without it or the task fails; an empty pool does the same by its ``when_empty``.
     """
 
     name = "opensandbox"
@@ -126,6 +135,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         snapshot: str | None = None,
         volumes: Sequence[_volumes.Mount] | None = None,
         pause_when_released: bool = False,
+        warm_pool: WarmPool | None = None,
     ) -> None:
         _arguments.check_backend(
             image=image,
@@ -145,6 +155,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self.use_server_proxy = use_server_proxy
         self.workdir = _arguments.working_directory(workdir)
         self.pause_when_released = bool(pause_when_released)
+        self.warm_pool = warm_pool
         self._hook: OpenSandboxHook | None = None
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
@@ -175,6 +186,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             snapshot=self.snapshot,
             volumes=self.volumes,
             pause_when_released=self.pause_when_released,
+            warm_pool=self.warm_pool,
         )
 
     # ------------------------------------------------------------------
@@ -207,6 +219,70 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             raise SandboxTerminalError(f"Could not create a sandbox: {e}") from e
         config = self._connection_config()
         started = time.monotonic()
+        sdk = None
+        if self.warm_pool is not None:
+            sdk = _pool.draw(
+                self.warm_pool,
+                wanted=_pool_arguments(self, spec),
+                conn_id=self.opensandbox_conn_id,
+                lifecycle=self._lifecycle,
+                config=config,
+                metadata=metadata,
+                lease=self.sandbox_timeout,
+                connect_timeout=self.ready_timeout,
+            )
+        drawn = self.warm_pool if sdk is not None else None
+        if sdk is None:
+            sdk = self._create_cold(env, metadata, policy, config)
+        record = SandboxRecord(
+            sdk,
+            expires_at=started + self.sandbox_timeout,
+            lease=self.sandbox_timeout,
+            workdir=self.workdir,
+        )
+        # Known by handle from here on, so that a failure below destroys it as any other.
+        with self._lock:
+            self._sandboxes[sdk.id] = record
+        log.info(
+            "%s OpenSandbox sandbox %s from %s with %s, in %.2fs.",
+            f"Took from warm pool {drawn.name}" if drawn else "Created",
+            sdk.id,
+            f"snapshot {self.snapshot}" if self.snapshot else f"image {self.image}",
+            _policy.describe(policy),
+            time.monotonic() - started,
+        )
+        try:
+            waited = self._wait_until_ready(record, deadline=time.monotonic() + self.ready_timeout)
+            if policy is not None:
+                _policy.require_enforced(record.http, policy, sandbox=sdk.id)
+                record.proven_policy = policy
+                log.info(
+                    "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
+                    sdk.id,
+                    _policy.ADDRESS_LAYER_MODE,
+                )
+            if record.workdir is not None:
+                record.execd.create_working_directory(record.workdir)
+            if spec is None or spec.owner is None:
+                # The toolset asking holds it until it destroys it. A sandbox provisioned for
+                # another task waits for that task unheld, for one lease.
+                self._hold(record, renewed=drawn is not None)
+        except BaseException:
+            self._destroy_quietly(sdk.id, after="its creation failed")
+            raise
+        log.info(
+            "Sandbox %s is ready: execd answered its health check after %.2fs.", sdk.id, waited
+        )
+        return sdk.id
+
+    def _create_cold(
+        self,
+        env: dict[str, str] | None,
+        metadata: dict[str, str],
+        policy: NetworkPolicy | None,
+        config: ConnectionConfigSync,
+    ) -> SandboxSync:
+        """A new sandbox from the server, made with this backend's arguments and the spec's."""
         with as_sandbox_errors("create a sandbox", terminal=True):
             from opensandbox import SandboxSync
 
@@ -228,45 +304,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             except Exception as e:
                 refused = _volumes.explain_refusal(e, self.volumes)
                 raise (refused or _policy.explain_refusal(e, policy)) from e
-        record = SandboxRecord(
-            sdk,
-            expires_at=started + self.sandbox_timeout,
-            lease=self.sandbox_timeout,
-            workdir=self.workdir,
-        )
-        # Known by handle from here on, so that a failure below destroys it as any other.
-        with self._lock:
-            self._sandboxes[sdk.id] = record
-        log.info(
-            "Created OpenSandbox sandbox %s from %s with %s, in %.2fs.",
-            sdk.id,
-            f"snapshot {self.snapshot}" if self.snapshot else f"image {self.image}",
-            _policy.describe(policy),
-            time.monotonic() - started,
-        )
-        try:
-            waited = self._wait_until_ready(record, deadline=time.monotonic() + self.ready_timeout)
-            if policy is not None:
-                _policy.require_enforced(record.http, policy, sandbox=sdk.id)
-                record.proven_policy = policy
-                log.info(
-                    "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
-                    sdk.id,
-                    _policy.ADDRESS_LAYER_MODE,
-                )
-            if record.workdir is not None:
-                record.execd.create_working_directory(record.workdir)
-            if spec is None or spec.owner is None:
-                # The toolset asking holds it until it destroys it. A sandbox provisioned for
-                # another task waits for that task unheld, for one lease.
-                self._hold(record)
-        except BaseException:
-            self._destroy_quietly(sdk.id, after="its creation failed")
-            raise
-        log.info(
-            "Sandbox %s is ready: execd answered its health check after %.2fs.", sdk.id, waited
-        )
-        return sdk.id
+        return sdk
 
     def _wait_until_ready(self, record: SandboxRecord, *, deadline: float) -> float:
         """Ask execd whether it is up until it answers; return how long that took."""
@@ -619,8 +657,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if record is not None:
             record.sdk.close()
 
-    def _hold(self, record: SandboxRecord) -> None:
-        self._leases.hold(record.sdk.id, lease=record.lease)
+    def _hold(self, record: SandboxRecord, *, renewed: bool = False) -> None:
+        self._leases.hold(record.sdk.id, lease=record.lease, renewed=renewed)
         # Renewed from now on, so nothing this process runs has to fit an expiry.
         record.expires_at = None
 
@@ -675,3 +713,17 @@ def _kill(kill: Callable[[], None], sandbox: str) -> None:
         log.info("Destroyed sandbox %s.", sandbox)
     else:
         log.info("Sandbox %s was already gone.", sandbox)
+
+
+def _pool_arguments(backend: OpenSandboxBackend, spec: SandboxSpec | None) -> CreationArguments:
+    """What ``backend`` would create a sandbox for ``spec`` with, to compare with its pool's."""
+    from opensandbox_provider.pool._definition import CreationArguments
+
+    return CreationArguments.of(
+        image=backend.image,
+        snapshot=backend.snapshot,
+        cpu=backend.cpu,
+        memory=backend.memory,
+        spec=spec,
+        volumes=backend.volumes,
+    )

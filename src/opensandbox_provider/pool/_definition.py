@@ -1,0 +1,235 @@
+"""What a warm pool is: a name, a size, where its state lives, what its sandboxes are made of."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from airflow.providers.common.ai.sandbox.base import SandboxSpec
+
+from opensandbox_provider.sandbox import _arguments, _policy, _tags, _volumes
+
+if TYPE_CHECKING:
+    from opensandbox.models.sandboxes import NetworkPolicy
+    from opensandbox.pool_types import PoolStateStore
+
+POOL_KEY = "airflow-pool"
+"""The metadata key naming the pool a sandbox was warmed for."""
+FINGERPRINT_KEY = "airflow-pool-fingerprint"
+"""The metadata key holding the fingerprint of the creation arguments it was warmed with."""
+
+# A pool's name is a metadata value and a part of its Redis keys: a label value, with room
+# left for the suffix of a sandbox's name.
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
+# The server's own refusal of shorter lifetimes, which an idle sandbox's lease is.
+_MIN_IDLE_LEASE = _arguments.MIN_SANDBOX_TIMEOUT
+
+Fallback = Literal["cold", "fail"]
+_FALLBACKS = ("cold", "fail")
+
+
+@dataclass(frozen=True)
+class CreationArguments:
+    """
+    Everything a sandbox is created with that a task can tell apart once it runs: a sandbox
+    made with other arguments is another kind of sandbox, and is never served for these.
+    """
+
+    image: str | None
+    snapshot: str | None
+    cpu: str
+    memory: str
+    env: Mapping[str, str]
+    # The spec's network fields alone; made into the policy the server is sent only when
+    # compared, so that defining a pool in a Dag file imports no SDK module.
+    network: SandboxSpec | None
+    volumes: tuple[_volumes.Mount, ...]
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        image: str,
+        snapshot: str | None,
+        cpu: str,
+        memory: str,
+        spec: SandboxSpec | None,
+        volumes: Sequence[_volumes.Mount],
+    ) -> CreationArguments:
+        """The arguments a backend with these settings creates a sandbox for ``spec`` with."""
+        return cls(
+            # A snapshot replaces the image, so the image a backend also names does not count.
+            image=None if snapshot else image,
+            snapshot=snapshot,
+            cpu=cpu,
+            memory=memory,
+            env=_arguments.environment(spec) or {},
+            network=None
+            if spec is None
+            else SandboxSpec(
+                block_network=spec.block_network,
+                allow_egress_to=spec.allow_egress_to,
+                allow_egress_to_cidrs=spec.allow_egress_to_cidrs,
+            ),
+            volumes=tuple(volumes),
+        )
+
+    def policy(self) -> NetworkPolicy | None:
+        """The network policy a sandbox is created with, as the backend maps the spec."""
+        return _policy.network_policy(self.network)
+
+    def canonical(self) -> dict[str, Any]:
+        """The arguments as JSON values, in one order, as the server is sent them."""
+        volumes = _volumes.sdk_volumes(self.volumes) or []
+        return {
+            "image": self.image,
+            "snapshot": self.snapshot,
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "env": dict(sorted(self.env.items())),
+            "network": _dumped(self.policy()),
+            "volumes": [_dumped(volume) for volume in volumes],
+        }
+
+    def fingerprint(self) -> str:
+        """A short hash of the arguments, a valid label value, stamped on every warm sandbox."""
+        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def differences(self, other: CreationArguments) -> list[str]:
+        """What differs from ``other``, in words for the task log; environment values unsaid."""
+        mine, theirs = self.canonical(), other.canonical()
+        said = []
+        for name, value in mine.items():
+            if value == theirs[name]:
+                continue
+            if name == "env":
+                # Values may be secrets: only the names are logged.
+                said.append(f"env (names {sorted(value)} against {sorted(theirs[name])})")
+            else:
+                said.append(f"{name} ({value!r} against {theirs[name]!r})")
+        return said
+
+
+@dataclass(frozen=True)
+class WarmPool:
+    """
+    A named pool of ready sandboxes that every worker draws from instead of creating one.
+
+    A keeper (``python -m opensandbox_provider.pool keep``) holds ``size`` idle sandboxes
+    made with these arguments; a backend given the pool takes one of them for a task and
+    destroys it after the task, as it would a sandbox it created. Its creation arguments
+    must equal the backend's and the task's spec; see :doc:`/pools`.
+
+    :param name: The pool's name, shared by its keeper and every worker: lowercase letters,
+        digits and ``-``, at most 40 characters.
+    :param size: How many idle sandboxes the keeper holds ready.
+    :param store: Where the pool's state lives, shared by every worker: a Redis URL
+        (``redis://host:6379/0``) or the id of an Airflow connection to Redis.
+    :param image: The image each sandbox runs, as the backend's ``image``.
+    :param snapshot: A snapshot to start each sandbox from instead of ``image``.
+    :param cpu: The CPU limit of each sandbox, as the backend's ``cpu``.
+    :param memory: The memory limit of each sandbox, as the backend's ``memory``.
+    :param spec: The environment and network policy each sandbox is made with, as the task's
+        ``SandboxSpec`` gives them. The default, ``SandboxSpec()``, denies all egress, as an
+        operator's default spec does; ``None`` is what a backend creates for no spec at all.
+        Its ``owner`` must be unset: that is the task's, given when it draws a sandbox.
+    :param volumes: Data mounted into each sandbox, as the backend's ``volumes``.
+    :param opensandbox_conn_id: The connection naming the server the keeper creates on; a
+        backend draws from the pool only through a connection of the same id.
+    :param idle_lease: Seconds an idle sandbox lives on the server if nobody draws it; the
+        keeper replaces one before then, and a pool whose keeper stopped empties by itself.
+    :param when_empty: ``"cold"`` to create a sandbox as without a pool when none is idle
+        (or the store cannot be reached), ``"fail"`` to fail the task.
+    :param on_mismatch: ``"cold"`` to create a sandbox as without a pool when the backend's
+        arguments or the task's spec differ from the pool's, ``"fail"`` to fail the task.
+    """
+
+    name: str
+    size: int
+    store: str | PoolStateStore = field(repr=False)
+    image: str = "python:3.12-slim"
+    snapshot: str | None = None
+    cpu: str = "1"
+    memory: str = "2Gi"
+    spec: SandboxSpec | None = field(default_factory=SandboxSpec)
+    volumes: Sequence[_volumes.Mount] = ()
+    opensandbox_conn_id: str | None = "opensandbox_default"
+    idle_lease: float = 900.0
+    when_empty: Fallback = "cold"
+    on_mismatch: Fallback = "cold"
+    creation: CreationArguments = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise ValueError(
+                f"A warm pool's name must be lowercase letters, digits and '-', starting and "
+                f"ending with a letter or digit, at most 40 characters; got {self.name!r}."
+            )
+        if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 0:
+            raise ValueError(f"size must be a whole number of sandboxes, got {self.size!r}.")
+        if isinstance(self.store, str) and not self.store.strip():
+            raise ValueError(
+                "store must name where the pool's state lives: a Redis URL such as "
+                "'redis://localhost:6379/0', or the id of an Airflow connection to Redis."
+            )
+        _arguments.check_backend(
+            image=self.image,
+            cpu=self.cpu,
+            memory=self.memory,
+            sandbox_timeout=self.idle_lease,
+            ready_timeout=1.0,
+        )
+        if self.idle_lease < _MIN_IDLE_LEASE:
+            raise ValueError(f"idle_lease must be at least {_MIN_IDLE_LEASE:g} seconds.")
+        for label in ("when_empty", "on_mismatch"):
+            if getattr(self, label) not in _FALLBACKS:
+                raise ValueError(
+                    f"{label} must be 'cold' or 'fail', got {getattr(self, label)!r}."
+                )
+        if self.spec is not None and self.spec.owner is not None:
+            raise ValueError(
+                "A warm pool's spec cannot have an owner: its sandboxes are made before any "
+                "task asks for one. The task's spec gives the owner when it draws a sandbox."
+            )
+        snapshot = _arguments.snapshot_id(self.snapshot)
+        volumes = _volumes.checked(self.volumes)
+        object.__setattr__(self, "snapshot", snapshot)
+        object.__setattr__(self, "volumes", volumes)
+        object.__setattr__(
+            self,
+            "creation",
+            CreationArguments.of(
+                image=self.image,
+                snapshot=snapshot,
+                cpu=self.cpu,
+                memory=self.memory,
+                spec=self.spec,
+                volumes=volumes,
+            ),
+        )
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> WarmPool:
+        # Airflow deep-copies a task and the backend it holds; a pool is a frozen value, and
+        # a store object given for it (a lock inside) is shared, never copied.
+        return self
+
+    def idle_metadata(self) -> dict[str, str]:
+        """The metadata a sandbox is warmed with: whose it is, and what it was made with."""
+        return {
+            **_tags.CREATED_BY,
+            "name": f"airflow-pool-{self.name}-{uuid.uuid4().hex[:12]}",
+            POOL_KEY: self.name,
+            FINGERPRINT_KEY: self.creation.fingerprint(),
+        }
+
+
+def _dumped(model: Any) -> Any:
+    if model is None:
+        return None
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)

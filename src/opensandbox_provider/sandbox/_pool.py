@@ -1,0 +1,236 @@
+"""
+A backend's sandbox taken from a warm pool instead of created: the one step of create that
+differs. Everything after it (readiness, the egress proof, the working directory, the lease
+held) is what a created sandbox goes through too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
+
+from opensandbox_provider.sandbox._errors import as_sandbox_errors, done_unless_missing, status_of
+from opensandbox_provider.sandbox._lifecycle import ENDED_STATES
+
+if TYPE_CHECKING:
+    from opensandbox import SandboxSync
+    from opensandbox.config.connection_sync import ConnectionConfigSync
+    from opensandbox.models.sandboxes import SandboxInfo
+
+    from opensandbox_provider.pool._definition import CreationArguments, WarmPool
+    from opensandbox_provider.sandbox._lifecycle import Lifecycle
+
+log = logging.getLogger(__name__)
+
+# Idle sandboxes looked at per draw before it counts as empty: one that expired or was
+# destroyed since it was warmed is skipped, but a pool full of them is a pool to re-warm.
+MAX_CANDIDATES = 3
+# An idle sandbox this close to the end of its idle lease is not drawn but destroyed: the
+# renewal that follows the draw must reach the server before the sandbox ends.
+MIN_REMAINING_SECONDS = 30.0
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def draw(
+    pool: WarmPool,
+    *,
+    wanted: CreationArguments,
+    conn_id: str | None,
+    lifecycle: Lifecycle,
+    config: ConnectionConfigSync,
+    metadata: dict[str, str],
+    lease: float,
+    connect_timeout: float,
+) -> SandboxSync | None:
+    """
+    A ready sandbox of ``pool``, renewed to ``lease`` and stamped with ``metadata``, as the
+    backend would have created it; ``None`` when the backend is to create one as without a
+    pool. Raises when the pool says to fail instead.
+    """
+    mismatch = _mismatch(pool, wanted, conn_id)
+    if mismatch:
+        return _fall_back(pool, pool.on_mismatch, "on_mismatch", mismatch)
+    from opensandbox.pool_types import try_take_idle_with_min_ttl
+
+    from opensandbox_provider.pool._store import state_store
+
+    for _ in range(MAX_CANDIDATES):
+        try:
+            taken = try_take_idle_with_min_ttl(
+                state_store(pool), pool.name, timedelta(seconds=MIN_REMAINING_SECONDS)
+            )
+        except Exception as e:
+            # Redis down or unreachable: the pool is as good as empty.
+            return _fall_back(
+                pool, pool.when_empty, "when_empty", f"its store could not be reached: {e}"
+            )
+        for ending in taken.discarded_alive_sandbox_ids:
+            _destroy_quietly(lifecycle, ending, why="its idle lease was about to end")
+        if taken.sandbox_id is None:
+            return _fall_back(pool, pool.when_empty, "when_empty", "it has no idle sandbox")
+        sdk = _claim(
+            pool,
+            taken.sandbox_id,
+            lifecycle=lifecycle,
+            config=config,
+            metadata=metadata,
+            lease=lease,
+            connect_timeout=connect_timeout,
+        )
+        if sdk is not None:
+            return sdk
+    return _fall_back(
+        pool,
+        pool.when_empty,
+        "when_empty",
+        f"its next {MAX_CANDIDATES} idle sandboxes had ended or were made with other arguments",
+    )
+
+
+def _mismatch(pool: WarmPool, wanted: CreationArguments, conn_id: str | None) -> str | None:
+    """Why a sandbox of ``pool`` is not what the backend would create, or ``None``."""
+    differences = pool.creation.differences(wanted)
+    if conn_id != pool.opensandbox_conn_id:
+        differences.append(f"connection ({pool.opensandbox_conn_id!r} against {conn_id!r})")
+    if not differences:
+        return None
+    return "the pool's sandboxes differ from this task's in " + "; ".join(differences)
+
+
+def _fall_back(pool: WarmPool, choice: str, argument: str, why: str) -> SandboxSync | None:
+    """Log that the task gets a cold sandbox, or fail it if the pool says so."""
+    if choice == "fail":
+        raise SandboxTerminalError(
+            f"Could not take a sandbox from warm pool {pool.name!r}: {why}. The pool says "
+            f"{argument}='fail'; fix the cause, or pass {argument}='cold' to create a sandbox "
+            "without the pool then."
+        )
+    log.warning(
+        "Not taking a sandbox from warm pool %s: %s. Creating one without the pool.",
+        pool.name,
+        why,
+    )
+    return None
+
+
+def _claim(
+    pool: WarmPool,
+    sandbox: str,
+    *,
+    lifecycle: Lifecycle,
+    config: ConnectionConfigSync,
+    metadata: dict[str, str],
+    lease: float,
+    connect_timeout: float,
+) -> SandboxSync | None:
+    """
+    The idle ``sandbox``, now this task's; ``None`` if it had ended or is of another make.
+
+    The store handed it to this draw alone, so nothing else claims it meanwhile; from here
+    on it is destroyed on any failure, for no other worker will ever take it.
+    """
+    from opensandbox import SandboxSync
+
+    from opensandbox_provider.pool._definition import FINGERPRINT_KEY
+
+    doing = f"take sandbox {sandbox} from warm pool {pool.name}"
+
+    def info() -> SandboxInfo | None:
+        with lifecycle.call(doing) as api:
+            try:
+                return api.get_sandbox_info(sandbox)
+            except Exception as e:
+                if status_of(e) != 404:
+                    raise
+                return None
+
+    def stamp() -> None:
+        with lifecycle.call(doing) as api:
+            # What the backend would have created it with: its name, its lease, the tags of a
+            # sandbox provisioned for another task, and whatever else the backend stamps.
+            api.patch_sandbox_metadata(sandbox, dict(metadata))
+
+    def renew() -> None:
+        with lifecycle.call(doing) as api:
+            api.renew_sandbox(sandbox, timedelta(seconds=lease))
+
+    def connect() -> SandboxSync:
+        with as_sandbox_errors(doing, terminal=True):
+            return SandboxSync.connect(
+                sandbox,
+                connection_config=config,
+                connect_timeout=timedelta(seconds=connect_timeout),
+                skip_health_check=True,
+            )
+
+    # Independent requests, so a draw waits for the slowest rather than for the sum: this is
+    # most of what a warm start costs.
+    requests = _requests()
+    found = requests.submit(info)
+    connected = requests.submit(connect)
+    stamped = requests.submit(stamp)
+    renewed = requests.submit(renew)
+    calls: list[Future[Any]] = [found, connected, stamped, renewed]
+    wait(calls)
+    unusable = _unusable(found, pool, FINGERPRINT_KEY)
+    failure = next(
+        (call.exception() for call in calls if call.exception() is not None), None
+    )
+    if unusable is None and failure is None:
+        return connected.result()
+    if connected.exception() is None:
+        connected.result().close()
+    _destroy_quietly(lifecycle, sandbox, why=unusable or "taking it from the pool failed")
+    if unusable is not None:
+        log.info(
+            "Idle sandbox %s of warm pool %s: %s; taking the next.", sandbox, pool.name, unusable
+        )
+        return None
+    assert failure is not None
+    raise failure
+
+
+def _unusable(found: Future[SandboxInfo | None], pool: WarmPool, key: str) -> str | None:
+    """Why the sandbox the server described is not one to hand a task, or ``None``."""
+    if found.exception() is not None:
+        return None
+    info = found.result()
+    if info is None or info.status.state in ENDED_STATES:
+        return "it had ended"
+    stamped = (info.metadata or {}).get(key)
+    if stamped != pool.creation.fingerprint():
+        # A keeper running another definition of the pool under the same name made it.
+        return (
+            f"it was made with other arguments (fingerprint {stamped}, the pool's is "
+            f"{pool.creation.fingerprint()}); run one definition of a pool per name"
+        )
+    return None
+
+
+def _destroy_quietly(lifecycle: Lifecycle, sandbox: str, *, why: str) -> None:
+    try:
+        with lifecycle.call(f"destroy sandbox {sandbox}") as api:
+            done_unless_missing(lambda: api.kill_sandbox(sandbox))
+    except Exception:
+        log.warning(
+            "Could not destroy sandbox %s after %s; the server ends it when its lease runs out.",
+            sandbox,
+            why,
+            exc_info=True,
+        )
+
+
+def _requests() -> ThreadPoolExecutor:
+    """The threads a draw's requests run on, one set for the process, made on first use."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="opensandbox-draw")
+        return _executor
