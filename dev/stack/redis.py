@@ -16,7 +16,7 @@ from dev.stack import processes
 from dev.stack.engine import BRIDGE_IP
 from dev.stack.paths import STACK_DIR
 
-PORT = 18093
+PORT = 18099
 PROCESS_NAME = "redis"
 DATA_DIR = STACK_DIR / "redis"
 START_SECONDS = 10
