@@ -72,7 +72,7 @@ class FakeTi(SimpleNamespace):
 def summary(sandbox: str, *, try_number: int, state: str = "Running") -> SandboxSummary:
     identity = TaskInstanceIdentity("d", "t", RUN_ID, try_number=try_number)
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    return SandboxSummary(sandbox, state, "python:3.12-slim", now, None, identity, True)
+    return SandboxSummary(sandbox, state, "python:3.12-slim", now, None, identity, True, False)
 
 
 @pytest.fixture
