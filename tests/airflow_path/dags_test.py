@@ -12,11 +12,15 @@ from dev.airflow_stack.running import CONN_ID
 from dev.stack.state import ServerInfo
 
 
-def dags_test(dag_file: Path, dag_id: str, server: ServerInfo, home: Path) -> str:
-    """Run ``dag_id`` from ``dag_file`` in a fresh Airflow home; its output, once it passed."""
+def dags_test(dag_file: Path, dag_id: str, server: ServerInfo, home: Path, *arguments: str) -> str:
+    """
+    Run ``dag_id`` from ``dag_file`` in the Airflow home ``home``, fresh on the first run;
+    its output, once it passed. ``arguments`` go to ``airflow dags test`` after the Dag id.
+    """
     dags = home / "dags"
-    dags.mkdir()
-    (dags / dag_file.name).symlink_to(dag_file)
+    dags.mkdir(exist_ok=True)
+    if not (dags / dag_file.name).exists():
+        (dags / dag_file.name).symlink_to(dag_file)
     environment = {
         key: value
         for key, value in os.environ.items()
@@ -30,7 +34,7 @@ def dags_test(dag_file: Path, dag_id: str, server: ServerInfo, home: Path) -> st
     airflow = [sys.executable, "-m", "airflow"]
     subprocess.run([*airflow, "db", "migrate"], env=environment, capture_output=True, check=True)
     result = subprocess.run(
-        [*airflow, "dags", "test", dag_id],
+        [*airflow, "dags", "test", dag_id, *arguments],
         env=environment,
         capture_output=True,
         text=True,

@@ -103,3 +103,14 @@ def test_inside_a_task_the_identity_is_the_running_task_instances():
         metadata = current_identity()
     assert TaskInstanceIdentity.read(metadata) == TaskInstanceIdentity("d", "t", RUN_ID, -1, 4)
     assert current_identity() == {}
+
+
+def test_a_failure_other_than_being_outside_a_task_is_not_hidden(monkeypatch):
+    from opensandbox_provider.sandbox import _identity
+
+    def broken():
+        raise KeyError("ti")
+
+    monkeypatch.setattr(_identity, "get_current_context", broken)
+    with pytest.raises(KeyError):
+        current_identity()

@@ -72,7 +72,7 @@ class FakeTi(SimpleNamespace):
 def summary(sandbox: str, *, try_number: int, state: str = "Running") -> SandboxSummary:
     identity = TaskInstanceIdentity("d", "t", RUN_ID, try_number=try_number)
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    return SandboxSummary(sandbox, state, "python:3.12-slim", now, None, identity, True)
+    return SandboxSummary(sandbox, state, "python:3.12-slim", now, None, identity, True, False)
 
 
 @pytest.fixture
@@ -152,3 +152,14 @@ def test_on_kill_once_the_sandbox_exists_kills_it_without_the_backend(operator, 
     operator._sandbox_id = "sb-running"
     operator.on_kill()
     assert calls == [("kill_sandbox", "sb-running")]
+
+
+def test_on_kill_after_the_trigger_kills_the_sandbox_of_the_event(operator, calls):
+    operator._sandbox_id = "sb-deferred"  # as execute_complete sets it, with no client made
+    operator.on_kill()
+    assert calls == [("kill_sandbox", "sb-deferred")]
+
+
+def test_on_kill_before_anything_was_created_only_marks_the_task_killed(operator, calls):
+    operator.on_kill()
+    assert calls == [] and operator._killed

@@ -6,8 +6,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from airflow.providers.common.ai.sandbox.base import OWNER_TAG
+
 from opensandbox_provider.sandbox._identity import KEYS, TaskInstanceIdentity, identity_metadata
-from opensandbox_provider.sandbox._tags import CREATED_BY
+from opensandbox_provider.sandbox._tags import CREATED_BY, PREFIX
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -37,6 +39,8 @@ class SandboxSummary:
     """The task instance that created it; ``None`` for one made outside a task."""
     created_by_provider: bool
     """Whether this provider (or common-ai's toolset on it) created it."""
+    provisioned: bool
+    """Whether it was provisioned for other tasks to attach to, and so outlives its creator."""
 
     @classmethod
     def of(cls, info: SandboxInfo) -> SandboxSummary:
@@ -49,6 +53,7 @@ class SandboxSummary:
             expires_at=info.expires_at,
             identity=TaskInstanceIdentity.read(metadata),
             created_by_provider=metadata.items() >= CREATED_BY.items(),
+            provisioned=PREFIX + OWNER_TAG in metadata,
         )
 
 

@@ -60,6 +60,9 @@ class OpenSandboxHook(BaseHook):
     Nothing is read until :attr:`connection_config` is first used, so constructing the
     hook costs nothing at Dag parse time.
 
+    :meth:`list_sandboxes` finds the server's sandboxes by the task instance that created
+    them, and :meth:`kill_sandbox` and :meth:`renew_sandbox` end them or move their expiry.
+
     :param opensandbox_conn_id: The connection to read, or ``None`` for the environment.
     :param use_server_proxy: Overrides the connection's ``use_server_proxy`` extra. When
         neither sets it, sandboxes are reached through the server, which works wherever the

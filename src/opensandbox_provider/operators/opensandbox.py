@@ -339,13 +339,16 @@ class OpenSandboxOperator(BaseOperator):
         # being created is found by this try's identity, or destroyed by _create once it has
         # its id.
         self._killed = True
-        hook, sandbox, identity = self._hook, self._sandbox_id, self._identity
-        if hook is None:
+        sandbox, identity = self._sandbox_id, self._identity
+        if sandbox is None and identity is None:
             return
+        # execute_complete knows its sandbox from the trigger's event and made no client, so
+        # one is made here, reading the connection in the handler.
+        hook = self._hook or OpenSandboxHook(self.opensandbox_conn_id)
         try:
             if sandbox is not None:
-                hook.kill_sandbox(sandbox)
-                self.log.info("Killed sandbox %s.", sandbox)
+                if hook.kill_sandbox(sandbox):
+                    self.log.info("Killed sandbox %s.", sandbox)
             elif identity is not None:
                 for killed in kill_this_try(hook, identity):
                     self.log.info("Killed sandbox %s, found by this try's identity.", killed)
@@ -358,8 +361,8 @@ class OpenSandboxOperator(BaseOperator):
             )
 
     def _destroy(self, backend: OpenSandboxBackend, sandbox: str) -> None:
-        # Kept in one place so on_kill and the task's end agree; a failure to destroy is only
-        # logged, since the server ends an unrenewed sandbox within one lease anyway.
+        # A failure to destroy is only logged, since the server ends an unrenewed sandbox
+        # within one lease anyway.
         try:
             backend.destroy(sandbox)
         except Exception:
