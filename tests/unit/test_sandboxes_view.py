@@ -27,6 +27,7 @@ def _summary(identity: TaskInstanceIdentity | None, **fields: object) -> Sandbox
         "expires_at": NOW + timedelta(minutes=30),
         "identity": identity,
         "created_by_provider": True,
+        "provisioned": False,
     }
     return SandboxSummary(**{**values, **fields})  # type: ignore[arg-type]
 
