@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +16,8 @@ import pytest
 
 from opensandbox_provider.sandbox._background import BackgroundCommand
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
+from tests.unit.loopback_http import answering_every_get
+from tests.unit.tls import make_authority
 
 PATHS = {"stdout": "/tmp/.o.stdout", "stderr": "/tmp/.o.stderr"}
 # A failure injected in place of execd's answer: a response made afresh for each request, or
@@ -89,7 +93,9 @@ class Execd:
         data = self.files.get(request.url.params["path"])
         if data is None:
             return httpx.Response(404, stream=httpx.ByteStream(b'{"code": "FILE_NOT_FOUND"}'))
-        first, last = map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", request.headers["Range"]).groups())
+        first, last = map(
+            int, re.fullmatch(r"bytes=(\d+)-(\d+)", request.headers["Range"]).groups()
+        )
         if not data:
             return httpx.Response(200, stream=httpx.ByteStream(b""))
         if first >= len(data):
@@ -486,3 +492,63 @@ def test_the_trigger_is_rebuilt_from_what_it_serializes_deadlines_included() -> 
     # The backstop is a time on the wall clock, so a restart does not start it again.
     assert kwargs["deadline_at"] == made.deadline_at == rebuilt.deadline_at
     assert kwargs["task_deadline_at"] == 1234.5
+
+
+# ---------------------------------------------------------------------------
+# TLS
+# ---------------------------------------------------------------------------
+
+
+class TlsServer(Server):
+    """A sandbox whose execd answers on ``url``."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+
+    def execd_endpoint(self, sandbox: str) -> tuple[str, dict[str, str]]:
+        return self.url, {}
+
+
+@pytest.fixture
+def private_execd(tmp_path, monkeypatch) -> Callable[..., dict]:
+    """Run a trigger against an execd on loopback whose certificate a private CA signed,
+    through a connection that names that CA in ca_bundle, or not."""
+    authority = make_authority(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(authority.server_cert_pem, authority.server_key_pem)
+    ended = json.dumps({"id": "c", "running": False, "exit_code": 0}).encode()
+
+    def run_through(*, trusting: bool) -> dict:
+        extra = {"ca_bundle": str(authority.ca_pem)} if trusting else {}
+        with answering_every_get(200, "application/json", ended, tls=context) as port:
+            monkeypatch.setenv(
+                "AIRFLOW_CONN_OPENSANDBOX_DEFAULT",
+                json.dumps(
+                    {"conn_type": "opensandbox", "host": f"127.0.0.1:{port}", "extra": extra}
+                ),
+            )
+            made = trigger()
+            made._backend = lambda: TlsServer(f"https://127.0.0.1:{port}")  # type: ignore[method-assign]
+
+            async def first_event() -> dict:
+                async for event in made.run():
+                    return event.payload
+                raise AssertionError("The trigger ended without an event.")
+
+            return asyncio.run(first_event())
+
+    return run_through
+
+
+def test_execd_behind_a_private_authority_is_trusted_through_the_ca_bundle(private_execd) -> None:
+    event = private_execd(trusting=True)
+    assert (event["status"], event["exit_code"]) == ("ended", 0)
+
+
+def test_without_the_ca_bundle_execd_behind_a_private_authority_is_refused(
+    private_execd, monkeypatch
+) -> None:
+    monkeypatch.setattr(OpenSandboxCommandTrigger, "unreachable_grace", 0.2)
+    event = private_execd(trusting=False)
+    assert event["status"] == "error" and "CERTIFICATE_VERIFY_FAILED" in event["message"]
