@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import suppress
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -125,6 +125,6 @@ def test_a_trigger_past_airflows_timeout_is_not_killed_so_the_sandbox_ends_with_
     monkeypatch,
 ) -> None:
     states = TaskStates({"r": {"t": "failed"}})
-    past = datetime.now(timezone.utc) - timedelta(seconds=1)
+    past = datetime.now(UTC) - timedelta(seconds=1)
     server = cancelled(monkeypatch, states, timeout_after=past)
     assert (server.destroyed, states.asked) == ([], [])
