@@ -251,6 +251,14 @@ def test_each_line_is_logged_at_the_poll_it_appears_and_the_end_carries_each_str
     assert made.cursors == {"stdout": len(b"one\ntwo\nthree\n"), "stderr": len(b"warn\n")}
 
 
+def test_the_tails_end_their_lines_as_a_foreground_commands_output_does() -> None:
+    # A foreground command's output comes as line events, ended at CR LF, CR or LF, each line
+    # given back a line feed (docs/execd-wire.rst, wire-lines).
+    execd = Execd([{"stdout": b"a\r\nb\rc\n\nd", "stderr": b"e\r\n"}])
+    event = wait(trigger(), execd, Server())
+    assert (event["stdout"], event["stderr"]) == ("a\nb\nc\n\nd\n", "e\n")
+
+
 def test_a_failed_command_ends_with_its_code_and_gos_error_after_its_stderr() -> None:
     execd = Execd([{"stdout": b"out\n", "stderr": b"bad\n"}], 3, "exit status 3")
     event = wait(trigger(), execd, Server())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -36,6 +37,8 @@ BACKSTOP_GRACE = 30.0
 # The states of a task whose trigger was cancelled without the task being ended: still
 # deferred (its trigger was handed to another triggerer), or resumed by that trigger's event.
 STILL_RUNNING_STATES = frozenset({"deferred", "scheduled", "queued", "running"})
+# What execd's line events end a line at: CR LF, a lone CR, or LF.
+_LINE_END = re.compile(r"\r\n?|\n")
 
 
 @dataclass
@@ -66,6 +69,17 @@ class _Watch:
     # after a restart cannot tell how much of the lease the last renewal left.
     renew_at: float | None = None
     missing_since: float | None = None
+
+
+def _as_streamed(text: str) -> str:
+    """
+    ``text`` as a foreground command's output comes back: every line ending in a line feed.
+
+    A foreground command's output arrives as line events, which say nothing of how a line
+    ended (docs/execd-wire.rst, wire-lines); a deferred one returns the same as it would.
+    """
+    text = _LINE_END.sub("\n", text)
+    return text if not text or text.endswith("\n") else text + "\n"
 
 
 class OpenSandboxCommandTrigger(BaseTrigger):
@@ -344,7 +358,10 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             and status.duration is not None
             and status.duration >= self.command_timeout
         )
-        tails = {stream.name: stream.tail.text() for stream in streams}
+        tails = {
+            stream.name: _as_streamed(stream.tail.text()) if stream.path else stream.tail.text()
+            for stream in streams
+        }
         stdout = tails.get("stdout", tails.get("output", ""))
         stderr = tails.get("stderr", tails.get("output", ""))
         if exit_code != 0 and status.error:
