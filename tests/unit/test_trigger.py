@@ -259,14 +259,12 @@ def test_the_tails_end_their_lines_as_a_foreground_commands_output_does() -> Non
     assert (event["stdout"], event["stderr"]) == ("a\nb\nc\n\nd\n", "e\n")
 
 
-def test_a_failed_command_ends_with_its_code_and_gos_error_after_its_stderr() -> None:
+def test_a_failed_command_ends_with_its_code_and_only_what_it_printed(caplog) -> None:
+    caplog.set_level(logging.INFO, logger="trigger")
     execd = Execd([{"stdout": b"out\n", "stderr": b"bad\n"}], 3, "exit status 3")
     event = wait(trigger(), execd, Server())
-    assert (event["exit_code"], event["stdout"], event["stderr"]) == (
-        3,
-        "out\n",
-        "bad\nexit status 3\n",
-    )
+    assert (event["exit_code"], event["stdout"], event["stderr"]) == (3, "out\n", "bad\n")
+    assert "Command c in sandbox sbx ended: exit status 3." in logged(caplog)
 
 
 def test_a_command_killed_at_its_deadline_ended_timed_out() -> None:
@@ -326,8 +324,10 @@ def test_a_trigger_deferred_by_an_earlier_release_reads_the_combined_log_from_it
         if key not in ("output_paths", "deadline_at", "task_deadline_at", "cursors")
     }
     made = OpenSandboxCommandTrigger(**old, cursor=4)
+    execd.exit_code, execd.error = 3, "exit status 3"
     event = wait(made, execd, Server())
-    assert (event["stdout"], event["stderr"], made.cursors) == ("two\n", "two\n", {"output": 8})
+    assert (event["stdout"], event["stderr"]) == ("two\n", "two\nexit status 3\n")
+    assert made.cursors == {"output": 8}
     assert made.deadline_at == pytest.approx(time.time() + 60.0 + 30.0, abs=5)
 
 

@@ -362,10 +362,14 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             stream.name: _as_streamed(stream.tail.text()) if stream.path else stream.tail.text()
             for stream in streams
         }
-        stdout = tails.get("stdout", tails.get("output", ""))
-        stderr = tails.get("stderr", tails.get("output", ""))
-        if exit_code != 0 and status.error:
-            stderr += f"{status.error}\n"
+        if self.output_paths is None:
+            # An earlier release's one combined output, with Go's word on how it ended.
+            stdout = stderr = tails["output"]
+            if exit_code != 0 and status.error:
+                stderr += f"{status.error}\n"
+        else:
+            # Only what the command printed, as in the foreground; the log says how it ended.
+            stdout, stderr = tails["stdout"], tails["stderr"]
         self.log.info(
             "Command %s in sandbox %s ended: %s.",
             self.command_id,
