@@ -438,6 +438,16 @@ def test_execd_unreachable_at_the_start_is_waited_for() -> None:
     assert server.calls.count("connect") == 4
 
 
+def test_execd_is_reached_once_however_often_the_first_reads_fail() -> None:
+    server = Server()
+    execd = Execd([{"stdout": b"x\n"}])
+    # The first look at each stream's size fails, three times.
+    execd.failures = [answering(500, text="disk error")] * 3
+    event = wait(trigger(), execd, server)
+    assert (event["status"], event["stdout"]) == ("ended", "x\n")
+    assert server.calls.count("connect") == 1
+
+
 def test_execd_unreachable_past_the_grace_ends_the_wait_with_an_error_event(short_graces) -> None:
     refused = [httpx.ConnectError("connection refused")] * 100_000
     event = wait(trigger(), Execd(), Server(), connect_failures=refused)

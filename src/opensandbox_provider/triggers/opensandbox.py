@@ -64,7 +64,9 @@ class _Watch:
     output: OutputLog
     # When a poll was last answered in full, on the monotonic clock.
     last_answer: float
+    # Reached once per wait: one client, however often the first polls fail.
     command: BackgroundCommand | None = None
+    history_skipped: bool = False
     # None until the first renewal, which comes at once: a triggerer taking the trigger up
     # after a restart cannot tell how much of the lease the last renewal left.
     renew_at: float | None = None
@@ -258,9 +260,10 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 return self._gone()
             watch.renew_at = now + renewal_interval(self.sandbox_timeout)
         if watch.command is None:
-            command = await connect()
-            await self._skip_history(command, watch.streams)
-            watch.command = command
+            watch.command = await connect()
+        if not watch.history_skipped:
+            await self._skip_history(watch.command, watch.streams)
+            watch.history_skipped = True
         # The status first: output written before it says "ended" is read after it.
         status = await watch.command.status()
         for stream in watch.streams:
