@@ -1,10 +1,11 @@
 """Deferred ``OpenSandboxOperator`` tasks in a real Airflow: the worker's slot given back while
-the command runs, a triggerer stopped and started again mid-command, and what twenty waiting
-commands cost the triggerer."""
+the command runs, a triggerer stopped and started again mid-command, a command that outlasts
+its task's execution_timeout, and what twenty waiting commands cost the triggerer."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import datetime
 
@@ -13,7 +14,9 @@ from dev.airflow_stack.api import FINISHED_RUN_STATES
 from dev.airflow_stack.home import REPO
 from dev.airflow_stack.running import RunningAirflow, trigger
 from dev.stack.state import ServerInfo
+from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from tests.airflow_path.dags import opensandbox_deferred_ticks as ticks
+from tests.airflow_path.dags import opensandbox_deferred_timeout as outlasting
 from tests.airflow_path.dags import opensandbox_many_deferred as many
 from tests.airflow_path.dags import opensandbox_pool_of_one as pool
 from tests.airflow_path.process_group import group_usage
@@ -110,6 +113,32 @@ def test_a_triggerer_restarted_mid_command_still_ends_the_task_with_the_commands
         "exit_code": 0,
         "stdout": ticks.expected_stdout(RESTART_TICKS),
     }
+
+
+def test_a_deferred_command_outlasting_execution_timeout_fails_the_task_and_its_sandbox(
+    airflow: RunningAirflow, plain_server: ServerInfo, monkeypatch
+) -> None:
+    api = airflow.api
+    run_id = trigger(airflow, plain_server, outlasting.DAG_ID)
+    limit = outlasting.EXECUTION_TIMEOUT.total_seconds()
+    assert api.wait_for_run(outlasting.DAG_ID, run_id, timeout=RUN_TIMEOUT) == "failed"
+    instance = api.task_instances(outlasting.DAG_ID, run_id)[outlasting.TASK_ID]
+    assert instance["state"] == "failed"
+    # The trigger ended before Airflow's own timeout, and the worker failed the task: the
+    # whole try took no longer than the execution_timeout and the worker's part after it.
+    took = _at(instance["end_date"]) - _at(instance["start_date"])
+    assert took < limit + 30, took
+    # Each event whole: a failure's exception is in its own field.
+    log = api.task_log(outlasting.DAG_ID, run_id, outlasting.TASK_ID)
+    events = [json.dumps(event) for event in log]
+    assert any('"started"' in e for e in events), events
+    assert any("ran out of its execution_timeout" in e for e in events), events
+    assert any("AirflowTaskTimeout" in e for e in events), events
+    created = next(m for e in events if (m := re.search(r"Created OpenSandbox sandbox (\S+) ", e)))
+    for name, value in plain_server.airflow_connection_env("outlasting").items():
+        monkeypatch.setenv(name, value)
+    # A renewal answers False only once the server no longer has the sandbox.
+    assert OpenSandboxBackend("outlasting").renew(created.group(1)) is False
 
 
 def _deferred(airflow: RunningAirflow, run_id: str) -> int:

@@ -273,16 +273,56 @@ def test_a_deferred_command_is_waited_for_by_the_trigger_and_finished_by_the_wor
     print(f"\ncommand end to task end, deferred: {finished - ended_at:.3f}s")
 
 
-def test_a_deferred_command_that_fails_fails_the_task_with_its_output(operator_on, plain_server):
+def test_a_deferred_command_that_fails_fails_the_task_with_its_stderr(operator_on, plain_server):
     operator = operator_on(
-        plain_server, deferrable=True, poll_interval=0.2, command="echo bad; exit 5"
+        plain_server, deferrable=True, poll_interval=0.2, command="echo fine; echo bad >&2; exit 5"
     )
     with pytest.raises(TaskDeferred) as deferral:
         operator.execute({})
     event = run_trigger(rebuilt(deferral.value.trigger))
     with pytest.raises(AirflowException, match="exited 5") as failure:
         operator.execute_complete({}, event)
-    assert "bad" in str(failure.value)
+    assert str(failure.value).endswith(" The last lines of its stderr:\nbad")
+    assert destroyed(operator._sandbox_id)
+
+
+def test_a_command_returns_the_same_xcom_deferred_or_not(operator_on, plain_server, lines):
+    command = "echo one; echo two >&2; printf 'three\\r\\n\\n'; echo four >&2; printf 'six\\rfive'"
+    foreground = operator_on(plain_server, command=command).execute({})
+    operator = operator_on(plain_server, deferrable=True, poll_interval=0.2, command=command)
+    with pytest.raises(TaskDeferred) as deferral:
+        operator.execute({})
+    event = run_trigger(rebuilt(deferral.value.trigger))
+    assert operator.execute_complete({}, event) == foreground
+    # Each line comes back ending in a line feed, as execd's line events do not say otherwise.
+    assert foreground == {"exit_code": 0, "stdout": "one\nthree\n\nsix\nfive\n"}
+    # The trigger logs each stream as the foreground does.
+    assert {"[stderr] two", "[stderr] four", "one", "three"} <= set(lines.messages)
+
+
+def test_a_trigger_taken_up_again_reads_only_the_tail_of_what_it_missed(
+    operator_on, plain_server, lines
+):
+    operator = operator_on(
+        plain_server,
+        deferrable=True,
+        poll_interval=0.2,
+        max_output_bytes=1024,
+        command="head -c 300000 /dev/zero | tr '\\0' x; echo; sleep 3; echo after",
+    )
+    with pytest.raises(TaskDeferred) as deferral:
+        operator.execute({})
+    # The triggerer that took the trigger up first died before it read anything; the next one
+    # starts from the serialized cursors, at 0.
+    time.sleep(1.5)
+    event = run_trigger(rebuilt(deferral.value.trigger))
+    result = operator.execute_complete({}, event)
+    assert result["stdout"].endswith("xxx\nafter\n") and len(result["stdout"]) == 1024
+    noted = [m for m in lines.messages if "are not logged here" in m]
+    assert noted == [
+        f"[{300001 - 1024} bytes of stdout printed before this triggerer took the command up "
+        "are not logged here; the last 1024 bytes follow]"
+    ]
     assert destroyed(operator._sandbox_id)
 
 

@@ -1,16 +1,19 @@
 """Reading a background command's status and output, async (docs/execd-wire.rst, wire-status,
-wire-logs), against answers shaped as execd gives them."""
+wire-logs, wire-range), against answers shaped as execd gives them, and the redirection that
+keeps its streams apart."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import subprocess
 
 import httpx
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxError
 
-from opensandbox_provider.sandbox._background import BackgroundCommand
+from opensandbox_provider.sandbox._background import BackgroundCommand, output_paths, separated
 
 OUTPUT = b"line 1\nline 2\nline 3\n"
 
@@ -35,12 +38,34 @@ def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json=body)
     if path == "/command/status/unknown":
         return httpx.Response(404, json={"code": "INVALID_REQUEST_BODY"})
+    if path == "/files/download":
+        return ranged(request)
     if path == "/command/done/logs":
         cursor = int(request.url.params.get("cursor", "0"))
         headers = {"EXECD-COMMANDS-TAIL-CURSOR": str(len(OUTPUT))}
         # A stream, as a real transport's body is, not content read already.
         return httpx.Response(200, stream=httpx.ByteStream(OUTPUT[cursor:]), headers=headers)
     return httpx.Response(400, json={"code": "INVALID_REQUEST_BODY", "message": "no such id"})
+
+
+def ranged(request: httpx.Request) -> httpx.Response:
+    """A download as execd answers one with a Range header (docs/execd-wire.rst, wire-range)."""
+    name = request.url.params["path"]
+    if name == "/missing":
+        return httpx.Response(404, json={"code": "FILE_NOT_FOUND"})
+    if name == "/broken":
+        return httpx.Response(500, json={"code": "RUNTIME_ERROR", "message": "permission denied"})
+    content = b"" if name == "/empty" else OUTPUT
+    first, last = (int(n) for n in request.headers["Range"].removeprefix("bytes=").split("-"))
+    if name == "/whole" or not content:
+        # An empty file, or a server that ignores the range: the whole file, as a 200.
+        return httpx.Response(200, stream=httpx.ByteStream(content))
+    if first >= len(content):
+        headers = {"Content-Range": f"bytes */{len(content)}"}
+        return httpx.Response(416, stream=httpx.ByteStream(b"invalid range"), headers=headers)
+    last = min(last, len(content) - 1)
+    headers = {"Content-Range": f"bytes {first}-{last}/{len(content)}"}
+    return httpx.Response(206, stream=httpx.ByteStream(content[first : last + 1]), headers=headers)
 
 
 def call(command_id: str, method: str, *args, **kwargs):
@@ -85,3 +110,49 @@ def test_one_read_of_output_takes_no_more_than_its_limit() -> None:
 def test_a_refused_read_of_output_is_a_sandbox_error_with_execds_answer() -> None:
     with pytest.raises(SandboxError, match="HTTP 400.*no such id"):
         call("other", "output", 0, limit=5)
+
+
+def test_a_file_is_read_by_range_from_the_cursor_with_its_size() -> None:
+    piece = call("done", "output_file", "/out", 7, limit=6)
+    assert (piece.data, piece.cursor, piece.end) == (b"line 2", 13, len(OUTPUT))
+
+
+def test_a_cursor_at_the_end_of_a_file_reads_nothing_and_learns_its_size() -> None:
+    piece = call("done", "output_file", "/out", len(OUTPUT), limit=6)
+    assert (piece.data, piece.cursor, piece.end) == (b"", len(OUTPUT), len(OUTPUT))
+
+
+def test_an_empty_or_missing_file_has_nothing_yet() -> None:
+    assert call("done", "output_file", "/empty", 0, limit=6).data == b""
+    piece = call("done", "output_file", "/missing", 5, limit=6)
+    assert (piece.data, piece.cursor, piece.end) == (b"", 5, 5)
+
+
+def test_a_whole_file_answered_to_a_range_is_cut_to_the_range() -> None:
+    piece = call("done", "output_file", "/whole", 7, limit=6)
+    assert (piece.data, piece.cursor) == (b"line 2", 13)
+
+
+def test_a_refused_read_of_a_file_is_a_sandbox_error_with_execds_answer() -> None:
+    with pytest.raises(SandboxError, match="HTTP 500.*permission denied"):
+        call("done", "output_file", "/broken", 0, limit=6)
+
+
+@pytest.mark.parametrize("shell", ["bash", "sh"])
+def test_a_separated_command_writes_each_stream_to_its_own_file(tmp_path, shell) -> None:
+    if shutil.which(shell) is None:
+        pytest.fail(f"{shell} is not on PATH; execd runs commands with it.")
+    paths = {name: str(tmp_path / name) for name in ("stdout", "stderr")}
+    script = separated("echo out; echo err >&2; no-such-command-here; echo 'it''s'; exit 3", paths)
+    # As execd starts a command (docs/execd-wire.rst, wire-launch).
+    ran = subprocess.run([shell, "-c", script], capture_output=True, stdin=subprocess.DEVNULL)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (3, b"", b"")
+    assert (tmp_path / "stdout").read_bytes() == b"out\nits\n"
+    stderr = (tmp_path / "stderr").read_bytes()
+    assert stderr.startswith(b"err\n") and b"no-such-command-here" in stderr
+
+
+def test_each_command_gets_files_of_its_own() -> None:
+    first, second = output_paths(), output_paths()
+    assert first["stdout"] != second["stdout"] and first["stderr"] != second["stderr"]
+    assert all(path.startswith("/tmp/") for path in (*first.values(), *second.values()))

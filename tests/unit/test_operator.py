@@ -62,15 +62,15 @@ def test_the_default_of_deferrable_is_airflows_default_deferrable() -> None:
 
 def test_a_failure_quotes_the_last_twenty_lines_of_stderr() -> None:
     stderr = "".join(f"line {n}\n" for n in range(1, 31))
-    end = CommandEnd(exit_code=1, stdout="", stderr=stderr, stderr_label="stderr", timed_out=False)
+    end = CommandEnd(exit_code=1, stdout="", stderr=stderr, timed_out=False)
     quoted = _tail(end)
     assert quoted.startswith(" The last lines of its stderr:\nline 11\n")
     assert quoted.endswith("line 30") and "line 10\n" not in quoted
 
 
 def test_a_failure_with_nothing_on_stderr_says_so() -> None:
-    end = CommandEnd(exit_code=1, stdout="x", stderr="", stderr_label="output", timed_out=False)
-    assert _tail(end) == " It printed nothing to output."
+    end = CommandEnd(exit_code=1, stdout="x", stderr="", timed_out=False)
+    assert _tail(end) == " It printed nothing to stderr."
 
 
 def test_an_open_spec_is_kept_as_given() -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxSpec
 from airflow.providers.common.compat.sdk import (
     AirflowException,
     AirflowSkipException,
+    AirflowTaskTimeout,
     BaseOperator,
     conf,
 )
@@ -18,6 +21,7 @@ from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.operators._files import copy_outputs, write_files
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
+from opensandbox_provider.sandbox._background import output_paths, separated
 from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
@@ -40,6 +44,10 @@ FAILURE_TAIL_LINES = 20
 # The XCom key the sandbox's id is pushed under as soon as it exists, so that anyone can find
 # the sandbox of a task that is still running, or was killed.
 SANDBOX_ID_XCOM = "sandbox_id"
+# A deferred task's trigger ends this long (at most a quarter of what is left) before the
+# task's execution_timeout, so its event reaches the worker before the scheduler, which looks
+# for timed-out deferrals every 15 s, fails the task without calling it back.
+TIMEOUT_HEADROOM = 10.0
 
 
 @dataclass(frozen=True)
@@ -48,9 +56,7 @@ class CommandEnd:
 
     exit_code: int
     stdout: str
-    # The stderr of a foreground command; a background command has one combined output.
     stderr: str
-    stderr_label: str
     timed_out: bool
     # Why the sandbox ended under the command, when it did.
     terminated: str | None = None
@@ -61,7 +67,6 @@ class CommandEnd:
             exit_code=result.exit_code,
             stdout=result.stdout,
             stderr=result.stderr,
-            stderr_label="stderr",
             timed_out=result.timed_out,
             terminated=result.stderr.strip() if result.sandbox_terminated else None,
         )
@@ -212,24 +217,11 @@ class OpenSandboxOperator(BaseOperator):
         try:
             write_files(backend, sandbox, self.files, max_bytes=self.max_file_bytes)
             if self.deferrable:
-                command_id = backend.start_command(
-                    sandbox, self.command, timeout=self.command_timeout
-                )
+                command_id, paths = self._start_in_background(backend, sandbox)
                 # From here the triggerer renews the sandbox, and on_kill there destroys it.
                 backend.hand_over(sandbox)
                 deferred = True
-                self.defer(
-                    trigger=OpenSandboxCommandTrigger(
-                        sandbox=sandbox,
-                        command_id=command_id,
-                        opensandbox_conn_id=self.opensandbox_conn_id,
-                        command_timeout=self.command_timeout,
-                        sandbox_timeout=self.sandbox_arguments["sandbox_timeout"],
-                        poll_interval=self.poll_interval,
-                        max_output_bytes=self.max_output_bytes,
-                    ),
-                    method_name="execute_complete",
-                )
+                self._defer_to_trigger(sandbox, command_id, paths, context)
             output = OutputLog(self.log)
             try:
                 result = backend.run_command(
@@ -276,13 +268,69 @@ class OpenSandboxOperator(BaseOperator):
                 )
         return sandbox
 
+    def _start_in_background(
+        self, backend: OpenSandboxBackend, sandbox: str
+    ) -> tuple[str, dict[str, str]]:
+        """Start the command in the background, its stdout and stderr to files of their own."""
+        paths = output_paths()
+        for path in paths.values():
+            backend.write_file(sandbox, path, b"")
+        command_id = backend.start_command(
+            sandbox, separated(self.command, paths), timeout=self.command_timeout
+        )
+        return command_id, paths
+
+    def _defer_to_trigger(
+        self, sandbox: str, command_id: str, paths: dict[str, str], context: Context
+    ) -> None:
+        """Defer to the trigger that waits for the background command."""
+        remaining = self._remaining_execution_time(context)
+        self.defer(
+            trigger=OpenSandboxCommandTrigger(
+                sandbox=sandbox,
+                command_id=command_id,
+                opensandbox_conn_id=self.opensandbox_conn_id,
+                command_timeout=self.command_timeout,
+                sandbox_timeout=self.sandbox_arguments["sandbox_timeout"],
+                output_paths=paths,
+                task_deadline_at=(
+                    None
+                    if remaining is None
+                    else time.time() + remaining - min(TIMEOUT_HEADROOM, remaining / 4)
+                ),
+                poll_interval=self.poll_interval,
+                max_output_bytes=self.max_output_bytes,
+            ),
+            method_name="execute_complete",
+            # Airflow's own backstop, should the trigger not end in time: it fails the task
+            # without calling back, and the sandbox then ends with its lease.
+            timeout=None if remaining is None else timedelta(seconds=remaining),
+        )
+
+    def _remaining_execution_time(self, context: Context) -> float | None:
+        """Seconds left of ``execution_timeout``, counted from the task's start, if it has one."""
+        if self.execution_timeout is None:
+            return None
+        started = getattr(context.get("ti"), "start_date", None)
+        if started is None:
+            return self.execution_timeout.total_seconds()
+        # Airflow's start dates are in UTC, whether or not they say so.
+        spent = (datetime.now(UTC) - started.replace(tzinfo=started.tzinfo or UTC)).total_seconds()
+        return max(0.0, self.execution_timeout.total_seconds() - spent)
+
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Back from the trigger: judge the command, copy the outputs, destroy the sandbox."""
         backend = self._backend = self.new_backend()
         sandbox = self._sandbox_id = event["sandbox"]
         try:
+            if event["status"] == "timeout":
+                raise AirflowTaskTimeout(event["message"])
             if event["status"] != "ended":
                 raise AirflowException(event["message"])
+            # Renewed from now until the sandbox is destroyed: a task resumed late in a busy
+            # pool may have little of the trigger's last lease left, and copying the outputs
+            # may take long.
+            backend.hold(sandbox)
             # As after a foreground command: nothing the command did may have widened the
             # sandbox's egress unseen, whatever it exited with.
             backend.recheck_policy(
@@ -292,9 +340,8 @@ class OpenSandboxOperator(BaseOperator):
             )
             end = CommandEnd(
                 exit_code=event["exit_code"],
-                stdout=event["output"],
-                stderr=event["output"],
-                stderr_label="output",
+                stdout=event["stdout"],
+                stderr=event["stderr"],
                 timed_out=event["timed_out"],
             )
             return self._finish(backend, sandbox, end)
@@ -375,8 +422,8 @@ class OpenSandboxOperator(BaseOperator):
 
 
 def _tail(end: CommandEnd) -> str:
-    """The last lines of the command's stderr (or output), for a failure's message."""
+    """The last lines of the command's stderr, for a failure's message."""
     lines = end.stderr.rstrip("\n").splitlines()[-FAILURE_TAIL_LINES:]
     if not lines:
-        return f" It printed nothing to {end.stderr_label}."
-    return f" The last lines of its {end.stderr_label}:\n" + "\n".join(lines)
+        return " It printed nothing to stderr."
+    return " The last lines of its stderr:\n" + "\n".join(lines)

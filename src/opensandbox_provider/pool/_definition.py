@@ -189,9 +189,7 @@ class WarmPool:
             raise ValueError(f"idle_lease must be at least {_MIN_IDLE_LEASE:g} seconds.")
         for label in ("when_empty", "on_mismatch"):
             if getattr(self, label) not in _FALLBACKS:
-                raise ValueError(
-                    f"{label} must be 'cold' or 'fail', got {getattr(self, label)!r}."
-                )
+                raise ValueError(f"{label} must be 'cold' or 'fail', got {getattr(self, label)!r}.")
         if self.spec is not None and self.spec.owner is not None:
             raise ValueError(
                 "A warm pool's spec cannot have an owner: its sandboxes are made before any "

@@ -180,9 +180,7 @@ def _claim(
     calls: list[Future[Any]] = [found, connected, stamped, renewed]
     wait(calls)
     unusable = _unusable(found, pool, FINGERPRINT_KEY)
-    failure = next(
-        (call.exception() for call in calls if call.exception() is not None), None
-    )
+    failure = next((call.exception() for call in calls if call.exception() is not None), None)
     if unusable is None and failure is None:
         return connected.result()
     if connected.exception() is None:

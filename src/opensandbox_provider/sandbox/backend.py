@@ -657,6 +657,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if record is not None:
             record.sdk.close()
 
+    def hold(self, sandbox: str) -> None:
+        """
+        Renew ``sandbox`` now and every third of its lease until it is destroyed or handed
+        over: a task back from deferral holds the sandbox this way while it finishes.
+        """
+        self._hold(self._sandbox(sandbox))
+
     def _hold(self, record: SandboxRecord, *, renewed: bool = False) -> None:
         self._leases.hold(record.sdk.id, lease=record.lease, renewed=renewed)
         # Renewed from now on, so nothing this process runs has to fit an expiry.

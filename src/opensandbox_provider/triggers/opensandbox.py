@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from airflow.providers.common.ai.sandbox.base import SandboxError
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
-from opensandbox_provider.sandbox._background import BackgroundCommand
+from opensandbox_provider.sandbox._background import BackgroundCommand, OutputPiece
 from opensandbox_provider.sandbox._command_status import CommandStatus
 from opensandbox_provider.sandbox._events import BoundedTail
-from opensandbox_provider.sandbox._lease import RENEWALS_PER_LEASE
+from opensandbox_provider.sandbox._lease import renewal_interval
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 # One read of the output takes at most this much, so a command that prints fast between two
@@ -26,30 +28,95 @@ MAX_OUTPUT_READ = 4 * 1024 * 1024
 # execd may not have a record of a command for an instant after starting it
 # (docs/execd-wire.rst, wire-status); a record missing this long means the command is lost.
 MISSING_RECORD_GRACE = 10.0
-# Polls may fail through a server restart or a network blip; failing this long without one
-# answer, with the sandbox still on the server, ends the wait as a failure.
+# Polls and renewals may fail through a server restart or a network blip; failing this long
+# since the last poll that was answered in full ends the wait as a failure.
 UNREACHABLE_GRACE = 120.0
 # execd kills the command at its deadline; a command still running this long past it is
 # not being watched by a healthy execd.
 BACKSTOP_GRACE = 30.0
+# The states of a task whose trigger was cancelled without the task being ended: still
+# deferred (its trigger was handed to another triggerer), or resumed by that trigger's event.
+STILL_RUNNING_STATES = frozenset({"deferred", "scheduled", "queued", "running"})
+# What execd's line events end a line at: CR LF, a lone CR, or LF.
+_LINE_END = re.compile(r"\r\n?|\n")
+
+
+@dataclass
+class _Stream:
+    """One stream of the command's output, its cursor and the tail kept of it."""
+
+    name: str
+    path: str | None
+    cursor: int
+    tail: BoundedTail
+
+    async def read(self, command: BackgroundCommand, limit: int) -> OutputPiece:
+        if self.path is None:
+            return await command.output(self.cursor, limit=limit)
+        return await command.output_file(self.path, self.cursor, limit=limit)
+
+
+@dataclass
+class _Watch:
+    """What one wait has learned so far."""
+
+    streams: list[_Stream]
+    output: OutputLog
+    # When a poll was last answered in full, on the monotonic clock.
+    last_answer: float
+    # Reached once per wait: one client, however often the first polls fail.
+    command: BackgroundCommand | None = None
+    history_skipped: bool = False
+    # None until the first renewal, which comes at once: a triggerer taking the trigger up
+    # after a restart cannot tell how much of the lease the last renewal left.
+    renew_at: float | None = None
+    missing_since: float | None = None
+
+
+def _as_streamed(text: str) -> str:
+    """
+    ``text`` as a foreground command's output comes back: every line ending in a line feed.
+
+    A foreground command's output arrives as line events, which say nothing of how a line
+    ended (docs/execd-wire.rst, wire-lines); a deferred one returns the same as it would.
+    """
+    text = _LINE_END.sub("\n", text)
+    return text if not text or text.endswith("\n") else text + "\n"
 
 
 class OpenSandboxCommandTrigger(BaseTrigger):
     """
     Polls a background command in a sandbox until it ends, logging new output as it comes.
 
-    While it waits it renews the sandbox's lease, as the worker that created it did, so a
-    long command never meets the sandbox's lifetime, and a triggerer that dies stops renewing
-    and the server reclaims the sandbox within one lease. Everything it needs is in its
-    serialized arguments, so a restarted triggerer takes it up where it was deferred; output
-    from the serialized ``cursor`` on is logged again then, since Airflow keeps no later state.
-    A user who marks the task failed or clears it while it waits has the sandbox destroyed by
-    :meth:`on_kill`.
+    It renews the sandbox's lease as soon as it starts, every third of a lease while it waits,
+    and once more right before its event, so a long command never meets the sandbox's lifetime,
+    a triggerer that took the trigger over after a restart finds the sandbox alive, and the
+    worker that takes the event finds a whole lease; a triggerer that dies stops renewing and
+    the server reclaims the sandbox within one lease.
 
-    It fires one event: ``{"status": "ended", "sandbox", "exit_code", "output",
-    "timed_out"}`` with the tail of the combined output, or ``{"status": "error",
-    "sandbox", "message"}`` when the command or the sandbox was lost.
+    Every failure to reach the server or execd, or an answer that cannot be read, is retried
+    at the next poll; only when nothing has been answered in full for
+    :attr:`unreachable_grace` seconds does the wait end as an error. A renewal that says the
+    sandbox is gone ends it at once.
+
+    Everything it needs is in its serialized arguments, deadlines included as wall-clock
+    times, so a restarted triggerer takes it up where it was deferred. Airflow keeps no later
+    state of a trigger, so its cursors are those it was deferred with: it first looks how large
+    each stream's output has grown, and logs again only its last ``max_output_bytes``, after a
+    note saying how much came before.
+
+    ``task_deadline_at`` is when the task's ``execution_timeout`` runs out; the trigger ends
+    a little before it, so the worker can destroy the sandbox and fail the task as timed out.
+
+    It fires one event: ``{"status": "ended", "sandbox", "exit_code", "stdout", "stderr",
+    "timed_out"}`` with each stream's tail, ``{"status": "timeout", "sandbox", "message"}``
+    at the task's deadline, or ``{"status": "error", "sandbox", "message"}`` when the command
+    or the sandbox was lost.
     """
+
+    # Class attributes, so that a test can shorten them without sleeping through them.
+    missing_record_grace = MISSING_RECORD_GRACE
+    unreachable_grace = UNREACHABLE_GRACE
 
     def __init__(
         self,
@@ -59,8 +126,12 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         opensandbox_conn_id: str | None,
         command_timeout: float,
         sandbox_timeout: float,
+        output_paths: dict[str, str] | None = None,
+        deadline_at: float | None = None,
+        task_deadline_at: float | None = None,
         poll_interval: float = 1.0,
         max_output_bytes: int = 16 * 1024,
+        cursors: dict[str, int] | None = None,
         cursor: int = 0,
     ) -> None:
         super().__init__()
@@ -69,9 +140,20 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         self.opensandbox_conn_id = opensandbox_conn_id
         self.command_timeout = command_timeout
         self.sandbox_timeout = sandbox_timeout
+        # A trigger deferred by an earlier release has one combined output, read through
+        # execd's log of it from ``cursor``, and no deadline of its own: both are made here.
+        self.output_paths = output_paths
+        self.deadline_at = (
+            time.time() + command_timeout + BACKSTOP_GRACE if deadline_at is None else deadline_at
+        )
+        self.task_deadline_at = task_deadline_at
         self.poll_interval = poll_interval
         self.max_output_bytes = max_output_bytes
-        self.cursor = cursor
+        self.cursors = (
+            dict(cursors)
+            if cursors is not None
+            else {name: cursor for name in (list(output_paths) if output_paths else ["output"])}
+        )
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -82,9 +164,12 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 "opensandbox_conn_id": self.opensandbox_conn_id,
                 "command_timeout": self.command_timeout,
                 "sandbox_timeout": self.sandbox_timeout,
+                "output_paths": self.output_paths,
+                "deadline_at": self.deadline_at,
+                "task_deadline_at": self.task_deadline_at,
                 "poll_interval": self.poll_interval,
                 "max_output_bytes": self.max_output_bytes,
-                "cursor": self.cursor,
+                "cursors": self.cursors,
             },
         )
 
@@ -94,21 +179,25 @@ class OpenSandboxCommandTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         backend = self._backend()
         try:
-            base_url, headers, verify, timeout = await asyncio.to_thread(self._reach, backend)
-        except SandboxError as e:
-            yield self._error(f"Could not reach sandbox {self.sandbox}: {e}")
-            return
-        try:
-            async with httpx.AsyncClient(
-                headers=headers, verify=verify, timeout=timeout, follow_redirects=False
-            ) as client:
-                command = BackgroundCommand(client, base_url, self.command_id)
-                event = await self._wait(backend, command)
+            async with contextlib.AsyncExitStack() as clients:
+                event = await self._wait(backend, lambda: self._connect(backend, clients))
+            await self._renew_for_the_worker(backend)
         finally:
             # Only this process's handle on the sandbox: the sandbox itself is the worker's
             # to destroy once it has the event, or on_kill's.
             backend.hand_over(self.sandbox)
         yield event
+
+    async def _connect(
+        self, backend: OpenSandboxBackend, clients: contextlib.AsyncExitStack
+    ) -> BackgroundCommand:
+        base_url, headers, verify, timeout = await asyncio.to_thread(self._reach, backend)
+        client = await clients.enter_async_context(
+            httpx.AsyncClient(
+                headers=headers, verify=verify, timeout=timeout, follow_redirects=False
+            )
+        )
+        return BackgroundCommand(client, base_url, self.command_id)
 
     def _reach(
         self, backend: OpenSandboxBackend
@@ -124,70 +213,146 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             verify.load_verify_locations(cadata=authorities)
         return base_url, headers, verify, config.request_timeout.total_seconds()
 
-    async def _wait(self, backend: OpenSandboxBackend, command: BackgroundCommand) -> TriggerEvent:
-        output = OutputLog(self.log)
-        tail = BoundedTail(self.max_output_bytes)
-        started = time.monotonic()
-        give_up_at = started + self.command_timeout + BACKSTOP_GRACE
-        renew_at = started + self.sandbox_timeout / RENEWALS_PER_LEASE
-        last_answer = started
-        missing_since: float | None = None
+    async def _wait(
+        self, backend: OpenSandboxBackend, connect: Callable[[], Awaitable[BackgroundCommand]]
+    ) -> TriggerEvent:
+        """Poll until the command ends, a deadline passes, or the sandbox is lost for good."""
+        paths = self.output_paths or {}
+        watch = _Watch(
+            streams=[
+                _Stream(name, paths.get(name), at, BoundedTail(self.max_output_bytes))
+                for name, at in self.cursors.items()
+            ],
+            output=OutputLog(self.log),
+            last_answer=time.monotonic(),
+        )
         while True:
             try:
-                # The status first: output written before it says "ended" is read after it.
-                status = await command.status()
-                await self._read_output(command, output, tail)
-            except (httpx.HTTPError, SandboxError) as e:
+                event = await self._poll(backend, connect, watch)
+            except Exception as e:
+                # Whatever failed, the server, execd or this code reading them, the sandbox may
+                # still be there; only a failure that lasts ends the wait, with an event, so
+                # the worker destroys the sandbox rather than Airflow failing the task blind.
                 self.log.warning("Could not poll command %s: %s", self.command_id, e)
-                status = None
-                if time.monotonic() - last_answer > UNREACHABLE_GRACE:
+                if time.monotonic() - watch.last_answer > self.unreachable_grace:
                     return self._error(
-                        f"Sandbox {self.sandbox} did not answer for {UNREACHABLE_GRACE:g}s: {e}"
+                        f"Sandbox {self.sandbox} could not be polled for "
+                        f"{self.unreachable_grace:g}s; the last failure: {e}"
                     )
             else:
-                last_answer = time.monotonic()
-                if status is not None and status.ended:
-                    output.close()
-                    return self._ended(status, tail)
-                missing_since = None if status is not None else missing_since or time.monotonic()
-            now = time.monotonic()
-            if now >= renew_at or (missing_since and now - missing_since > MISSING_RECORD_GRACE):
-                if not await asyncio.to_thread(backend.renew, self.sandbox):
-                    return self._error(
-                        f"Sandbox {self.sandbox} ended while the command ran: it was destroyed, "
-                        "killed or reached the end of its lifetime on the server."
-                    )
-                renew_at = now + self.sandbox_timeout / RENEWALS_PER_LEASE
-                if missing_since and now - missing_since > MISSING_RECORD_GRACE:
-                    return self._error(
-                        f"execd in sandbox {self.sandbox} has no record of command "
-                        f"{self.command_id}; it may have restarted."
-                    )
-            if now > give_up_at:
-                return self._error(
-                    f"Command {self.command_id} was still running {BACKSTOP_GRACE:g}s past its "
-                    f"{self.command_timeout:g}s deadline, which execd enforces."
-                )
+                if event is not None:
+                    return event
+                watch.last_answer = time.monotonic()
+            if (past := self._past_a_deadline()) is not None:
+                return past
             await asyncio.sleep(self.poll_interval)
 
+    async def _poll(
+        self,
+        backend: OpenSandboxBackend,
+        connect: Callable[[], Awaitable[BackgroundCommand]],
+        watch: _Watch,
+    ) -> TriggerEvent | None:
+        """One look at the sandbox and the command: the event that ends the wait, if any."""
+        now = time.monotonic()
+        if watch.renew_at is None or now >= watch.renew_at:
+            if not await asyncio.to_thread(backend.renew, self.sandbox):
+                return self._gone()
+            watch.renew_at = now + renewal_interval(self.sandbox_timeout)
+        if watch.command is None:
+            watch.command = await connect()
+        if not watch.history_skipped:
+            await self._skip_history(watch.command, watch.streams)
+            watch.history_skipped = True
+        # The status first: output written before it says "ended" is read after it.
+        status = await watch.command.status()
+        for stream in watch.streams:
+            await self._read_output(watch.command, stream, watch.output)
+        if status is not None and status.ended:
+            watch.output.close()
+            return self._ended(status, watch.streams)
+        if status is not None:
+            watch.missing_since = None
+        elif watch.missing_since is None:
+            watch.missing_since = now
+        elif now - watch.missing_since > self.missing_record_grace:
+            # Through the server a sandbox that is gone answers as a lost record does.
+            if not await asyncio.to_thread(backend.renew, self.sandbox):
+                return self._gone()
+            return self._error(
+                f"execd in sandbox {self.sandbox} has no record of command "
+                f"{self.command_id}; it may have restarted."
+            )
+        return None
+
+    def _past_a_deadline(self) -> TriggerEvent | None:
+        now = time.time()
+        if self.task_deadline_at is not None and now >= self.task_deadline_at:
+            return TriggerEvent(
+                {
+                    "status": "timeout",
+                    "sandbox": self.sandbox,
+                    "message": (
+                        f"The task ran out of its execution_timeout while command "
+                        f"{self.command_id} ran in sandbox {self.sandbox}. Raise "
+                        "execution_timeout if the command needs longer."
+                    ),
+                }
+            )
+        if now > self.deadline_at:
+            return self._error(
+                f"Command {self.command_id} was still running {BACKSTOP_GRACE:g}s past its "
+                f"{self.command_timeout:g}s deadline, which execd enforces."
+            )
+        return None
+
+    async def _skip_history(self, command: BackgroundCommand, streams: list[_Stream]) -> None:
+        """Move each cursor to no more than ``max_output_bytes`` before its stream's end."""
+        for stream in streams:
+            if stream.path is None:
+                # execd's combined log says its size only along with everything to its end.
+                continue
+            end = (await stream.read(command, limit=1)).end
+            if end - stream.cursor <= self.max_output_bytes:
+                continue
+            skipped = end - self.max_output_bytes - stream.cursor
+            self.log.info(
+                "[%d bytes of %s printed before this triggerer took the command up are not "
+                "logged here; the last %d bytes follow]",
+                skipped,
+                stream.name,
+                self.max_output_bytes,
+            )
+            stream.tail.mark_dropped()
+            stream.cursor = self.cursors[stream.name] = end - self.max_output_bytes
+
     async def _read_output(
-        self, command: BackgroundCommand, output: OutputLog, tail: BoundedTail
+        self, command: BackgroundCommand, stream: _Stream, output: OutputLog
     ) -> None:
-        """Log and keep all output past the cursor, one bounded read at a time."""
+        """Log and keep all output past the stream's cursor, one bounded read at a time."""
         while True:
-            piece = await command.output(self.cursor, limit=MAX_OUTPUT_READ)
-            self.cursor = piece.cursor
+            piece = await stream.read(command, MAX_OUTPUT_READ)
+            stream.cursor = self.cursors[stream.name] = piece.cursor
             if piece.data:
-                output.feed("output", piece.data)
-                tail.append(piece.data)
+                output.feed(stream.name, piece.data)
+                stream.tail.append(piece.data)
             if piece.cursor >= piece.end:
                 return
             if output.full and piece.end - piece.cursor > self.max_output_bytes:
                 # Nothing more is logged, so only the tail is worth reading.
-                tail.mark_dropped()
-                self.cursor = piece.end - self.max_output_bytes
+                stream.tail.mark_dropped()
+                stream.cursor = self.cursors[stream.name] = piece.end - self.max_output_bytes
 
-    def _ended(self, status: CommandStatus, tail: BoundedTail) -> TriggerEvent:
+    async def _renew_for_the_worker(self, backend: OpenSandboxBackend) -> None:
+        """One more lease, so a worker that takes the event late still finds the sandbox."""
+        try:
+            await asyncio.to_thread(backend.renew, self.sandbox)
+        except Exception as e:
+            self.log.warning(
+                "Could not renew sandbox %s before handing it back: %s", self.sandbox, e
+            )
+
+    def _ended(self, status: CommandStatus, streams: list[_Stream]) -> TriggerEvent:
         exit_code = status.exit_status
         # execd reports a command killed at its deadline as any other signal (-1); only the
         # clock tells them apart.
@@ -196,9 +361,18 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             and status.duration is not None
             and status.duration >= self.command_timeout
         )
-        text = tail.text()
-        if exit_code != 0 and status.error:
-            text += f"{status.error}\n"
+        tails = {
+            stream.name: _as_streamed(stream.tail.text()) if stream.path else stream.tail.text()
+            for stream in streams
+        }
+        if self.output_paths is None:
+            # An earlier release's one combined output, with Go's word on how it ended.
+            stdout = stderr = tails["output"]
+            if exit_code != 0 and status.error:
+                stderr += f"{status.error}\n"
+        else:
+            # Only what the command printed, as in the foreground; the log says how it ended.
+            stdout, stderr = tails["stdout"], tails["stderr"]
         self.log.info(
             "Command %s in sandbox %s ended: %s.",
             self.command_id,
@@ -210,15 +384,61 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 "status": "ended",
                 "sandbox": self.sandbox,
                 "exit_code": exit_code,
-                "output": text,
+                "stdout": stdout,
+                "stderr": stderr,
                 "timed_out": timed_out,
             }
+        )
+
+    def _gone(self) -> TriggerEvent:
+        return self._error(
+            f"Sandbox {self.sandbox} ended while the command ran: it was destroyed, killed or "
+            "reached the end of its lifetime on the server."
         )
 
     def _error(self, message: str) -> TriggerEvent:
         return TriggerEvent({"status": "error", "sandbox": self.sandbox, "message": message})
 
     async def on_kill(self) -> None:
-        """The user ended the task while it waited: destroy the sandbox."""
+        """
+        Destroy the sandbox if the task was ended while it waited (marked failed or success,
+        or cleared); leave it if the task still runs.
+
+        Airflow 3.3 cancels a trigger the same way when its task is ended and when the trigger
+        was handed to another triggerer, so the task's state tells them apart: a task still
+        deferred, or already resumed by the other triggerer's event, has someone holding its
+        sandbox.
+        """
+        state = await self._task_state()
+        if state in STILL_RUNNING_STATES:
+            self.log.info(
+                "Left sandbox %s running: its task is %s, so this trigger was handed on.",
+                self.sandbox,
+                state,
+            )
+            return
         await asyncio.to_thread(self._backend().destroy, self.sandbox)
         self.log.info("Destroyed sandbox %s, since its task was ended.", self.sandbox)
+
+    async def _task_state(self) -> str | None:
+        """The state of the task this trigger waits for, or ``None`` when it cannot be read."""
+        ti = getattr(self, "task_instance", None)
+        if ti is None:
+            return None
+        try:
+            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+            states = await asyncio.to_thread(
+                RuntimeTaskInstance.get_task_states,
+                dag_id=ti.dag_id,
+                task_ids=[ti.task_id],
+                run_ids=[ti.run_id],
+                map_index=ti.map_index,
+            )
+        except Exception as e:
+            self.log.warning("Could not read the state of the task of %s: %s", self.sandbox, e)
+            return None
+        key = ti.task_id if ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
+        state = (states.get(ti.run_id) or {}).get(key)
+        # A TaskInstanceState is a str whose hash is not its value's.
+        return None if state is None else str(getattr(state, "value", state))
