@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.ai.sandbox.base import SandboxSpec
+from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxSpec
 from airflow.providers.common.compat.sdk import (
     AirflowException,
     AirflowSkipException,
@@ -297,7 +297,7 @@ class OpenSandboxOperator(BaseOperator):
         # logged, since the server ends an unrenewed sandbox within one lease anyway.
         try:
             backend.destroy(sandbox)
-        except Exception:
+        except SandboxError:
             self.log.warning(
                 "Could not destroy sandbox %s; the server ends it when its lease of %gs runs out.",
                 sandbox,

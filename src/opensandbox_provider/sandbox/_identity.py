@@ -63,12 +63,12 @@ def current_identity() -> dict[str, str]:
 
 
 def _current_task_instance() -> Any:
-    try:
-        from airflow.sdk import get_current_context
-    except ImportError:  # Airflow 2.11 keeps it with the Python operator.
-        from airflow.operators.python import get_current_context  # type: ignore[no-redef]
+    # common.compat's, which raises RuntimeError outside a task on every Airflow this provider
+    # supports; Airflow 2's own raises AirflowException, whose subclass is the task timeout.
+    from airflow.providers.common.compat.sdk import get_current_context
+
     try:
         context = get_current_context()
-    except Exception:  # Outside a task there is no context, and no identity to stamp.
+    except RuntimeError:  # Outside a task there is no context, and no identity to stamp.
         return None
     return context.get("ti") or context.get("task_instance")
