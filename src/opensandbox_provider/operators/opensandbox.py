@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from airflow.providers.common.compat.sdk import (
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.operators._files import copy_outputs, write_files
+from opensandbox_provider.sandbox._policy import PolicyUnproven
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 
@@ -217,13 +219,14 @@ class OpenSandboxOperator(BaseOperator):
                 )
             output = OutputLog(self.log)
             try:
-                result = backend.run_command(
-                    sandbox,
-                    self.command,
-                    timeout=self.command_timeout,
-                    max_output_bytes=self.max_output_bytes,
-                    on_output=output.feed,
-                )
+                with _outputs_withheld(self.outputs):
+                    result = backend.run_command(
+                        sandbox,
+                        self.command,
+                        timeout=self.command_timeout,
+                        max_output_bytes=self.max_output_bytes,
+                        on_output=output.feed,
+                    )
             finally:
                 output.close()
             return self._finish(backend, sandbox, CommandEnd.of(result))
@@ -240,11 +243,12 @@ class OpenSandboxOperator(BaseOperator):
                 raise AirflowException(event["message"])
             # As after a foreground command: nothing the command did may have widened the
             # sandbox's egress unseen, whatever it exited with.
-            backend.recheck_policy(
-                sandbox,
-                self.spec,
-                after=f"{self.command!r} exited {event['exit_code']} in the background",
-            )
+            with _outputs_withheld(self.outputs):
+                backend.recheck_policy(
+                    sandbox,
+                    self.spec,
+                    after=f"{self.command!r} exited {event['exit_code']} in the background",
+                )
             end = CommandEnd(
                 exit_code=event["exit_code"],
                 stdout=event["output"],
@@ -304,6 +308,24 @@ class OpenSandboxOperator(BaseOperator):
                 self.sandbox_arguments["sandbox_timeout"],
                 exc_info=True,
             )
+
+
+@contextmanager
+def _outputs_withheld(outputs: Mapping[str, Any]) -> Iterator[None]:
+    """
+    Fail the task, naming the outputs it does not copy, when the sandbox's policy could not
+    be proven after the command: what the command wrote may hold what it fetched from
+    outside the policy, and copying it out would publish it (docs/egress.rst).
+    """
+    try:
+        yield
+    except PolicyUnproven as e:
+        if not outputs:
+            raise
+        raise AirflowException(
+            f"{e} So its outputs were not copied: {', '.join(map(repr, outputs))}. Retry the "
+            "task to run the command again in a new sandbox."
+        ) from e
 
 
 def _tail(end: CommandEnd) -> str:
