@@ -1,7 +1,9 @@
 """
 The SDK's connection config, trusting the certificate authorities a connection names.
 
-Imported only once the SDK is known to be installed (see :mod:`._sdk`).
+Its transports take no proxy from the environment: the SDK hands each of its clients the
+config's transport, and httpx reads the proxy variables only for a client built without one
+(see :mod:`._clients`). Imported only once the SDK is known to be installed (see :mod:`._sdk`).
 """
 
 from __future__ import annotations

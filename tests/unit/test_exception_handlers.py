@@ -96,7 +96,7 @@ def test_every_allowed_handler_is_still_there() -> None:
 
 
 def test_the_check_finds_each_shape_of_broad_handler_that_carries_on() -> None:
-    source = '''
+    source = """
 def swallows():
     try:
         pass
@@ -141,7 +141,7 @@ def cleans_up_and_reraises():
     except BaseException:
         close()
         raise
-'''
+"""
     assert [name for name, _ in broad_handlers_that_carry_on(source)] == [
         "swallows",
         "bare",

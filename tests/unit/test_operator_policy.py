@@ -1,4 +1,4 @@
-"""The operator publishes no outputs from a sandbox whose policy could not be proven, and says so."""
+"""The operator copies no outputs from a sandbox whose policy was not proven, and says so."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxSpec
 from opensandbox_provider.sandbox import _policy
 from opensandbox_provider.sandbox._policy import PolicyUnproven, network_policy, unenforced
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
-from tests.unit.sidecar_server import SILENT, Scripted, sandbox_services
+from tests.unit.sandbox_server import SILENT, Scripted, sandbox_services
 from tests.unit.test_policy import sidecar_answer
 
 POLICY = "/proxy/18080/policy"

@@ -24,7 +24,7 @@ from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.sandbox import _identity, _policy
 from opensandbox_provider.sandbox._policy import network_policy, unenforced
 from opensandbox_provider.sandbox._recovery import await_end
-from tests.unit.sidecar_server import SILENT, Scripted, sandbox_services
+from tests.unit.sandbox_server import SILENT, Scripted, sandbox_services
 
 
 class Airflow2TaskTimeout(AirflowException):

@@ -44,7 +44,7 @@ _MAX_RAW_BODY = 512
 # log handler can encode.
 _UNQUOTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 # An SDK exception class, as :func:`_built` returns it.
-_Built = TypeVar("_Built", bound=Exception)
+_Built = TypeVar("_Built", bound="SandboxException")
 
 
 def quoted(text: object, limit: int = _MAX_DETAIL) -> str:
@@ -92,6 +92,11 @@ def transport_errors() -> tuple[type[Exception], ...]:
     timeout is an ``Exception`` on Airflow 2, and a handler that carries on must not catch it.
     """
     return (SandboxError, httpx.HTTPError, OSError, *sdk_exceptions())
+
+
+def _translatable() -> tuple[type[Exception], ...]:
+    """What :func:`to_sandbox_error` translates."""
+    return (httpx.HTTPError, OpenSandboxNotInstalled, *sdk_exceptions())
 
 
 def done_unless_missing(call: Callable[[], object]) -> bool:
@@ -176,7 +181,7 @@ def as_sandbox_errors(
     """
     try:
         yield
-    except (httpx.HTTPError, OpenSandboxNotInstalled, *sdk_exceptions()) as e:
+    except _translatable() as e:
         if missing is not None and status_of(e) == 404:
             raise missing() from e
         translated_error = to_sandbox_error(e, doing, terminal=terminal)
@@ -327,7 +332,7 @@ def _sdk_error_in(body: bytes) -> SdkError | None:
     return None
 
 
-def _server_error(code: object, message: str) -> SdkError | None:
+def _server_error(code: Any, message: str) -> SdkError | None:
     """The SDK's record of a server error, or ``None`` (the body is quoted instead) if it moved."""
     from opensandbox.exceptions import SandboxError as SdkError
 

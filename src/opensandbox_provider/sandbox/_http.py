@@ -18,6 +18,7 @@ import h11
 import httpcore
 import httpx
 
+from opensandbox_provider._clients import sandbox_client
 from opensandbox_provider.sandbox import _deadline
 from opensandbox_provider.sandbox._chunked import ChunkedDecoder
 from opensandbox_provider.sandbox._errors import api_exception
@@ -57,10 +58,9 @@ class SandboxHttp:
         self._sandbox = sandbox
         self.request_timeout = sandbox.connection_config.request_timeout.total_seconds()
         # Never closed on its own: the transport is the sandbox's, closed when it is.
-        self._client = httpx.Client(
+        self._client = sandbox_client(
             transport=unwrap_retry_transport(sandbox.connection_config.transport),
             timeout=self.request_timeout,
-            follow_redirects=False,
         )
 
     def request(

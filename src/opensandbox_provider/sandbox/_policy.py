@@ -162,7 +162,7 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> Unenforced | None
         attempt += 1
         try:
             status = _read_policy(http, give_up_at)
-        except (*transport_errors(), ValueError, RecursionError) as e:
+        except _read_failures() as e:
             if attempt < POLICY_READ_ATTEMPTS and (
                 time.monotonic() + POLICY_READ_PAUSE < give_up_at
             ):
@@ -183,6 +183,11 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> Unenforced | None
             )
         problem = enforcement_problem(status, requested)
         return None if problem is None else Unenforced(problem, answered=True)
+
+
+def _read_failures() -> tuple[type[Exception], ...]:
+    """What keeps a policy from being read: a failed request, or an answer that is not JSON."""
+    return (*transport_errors(), ValueError, RecursionError)
 
 
 def _read_policy(http: SandboxHttp, give_up_at: float) -> Any:

@@ -384,6 +384,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         record, timeout_ms = self._command_slot(sandbox, command, timeout)
         applied = timeout_ms / 1000
         started = time.monotonic()
+        # What Execd.run lets through: the SDK's exception for an error answer, and httpx's.
+        let_through: tuple[type[Exception], ...] = (httpx.HTTPError, *sdk_exceptions())
         with as_sandbox_errors(f"run a command in sandbox {record.sdk.id}"):
             try:
                 streamed = record.execd.run(
@@ -394,7 +396,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     on_output=on_output,
                     gone=lambda: self._gone(record),
                 )
-            except (httpx.HTTPError, *sdk_exceptions()) as e:
+            except let_through as e:
                 # A transport error may be the sandbox ending under the command; the server
                 # knows.
                 if status_of(e) is None and self._gone(record):

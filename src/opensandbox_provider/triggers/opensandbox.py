@@ -12,6 +12,7 @@ import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from opensandbox_provider._clients import execd_client
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.sandbox._background import BackgroundCommand
@@ -99,9 +100,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             yield self._error(f"Could not reach sandbox {self.sandbox}: {e}")
             return
         try:
-            async with httpx.AsyncClient(
-                headers=headers, verify=verify, timeout=timeout, follow_redirects=False
-            ) as client:
+            async with execd_client(headers=headers, verify=verify, timeout=timeout) as client:
                 command = BackgroundCommand(client, base_url, self.command_id)
                 event = await self._wait(backend, command)
         finally:
