@@ -285,10 +285,10 @@ def _built(
     try:
         return exception(message=message, **arguments)
     except TypeError:
-        return _unbuilt(exception, message)
+        return _unbuilt(exception, message, arguments.get("status_code"))
 
 
-def _unbuilt(exception: type[Exception], message: str) -> SandboxTerminalError:
+def _unbuilt(exception: type[Exception], message: str, status: int | None) -> SandboxTerminalError:
     """
     What stands for an SDK exception whose constructor no longer takes what the SDK's own
     adapter passed it: a terminal error with the failure's own message, so that the failure
@@ -302,7 +302,8 @@ def _unbuilt(exception: type[Exception], message: str) -> SandboxTerminalError:
         "Errors of the requests this provider makes itself lose their SDK class and status "
         "and all fail the task.",
     )
-    return SandboxTerminalError(f"{message}.")
+    # The status goes into the words, since the class that would carry it could not be built.
+    return SandboxTerminalError(f"{message}" + (f" (HTTP {status})." if status else "."))
 
 
 def _sdk_error_in(body: bytes) -> SdkError | None:
