@@ -130,7 +130,7 @@ def test_an_error_answer_with_a_moved_exception_stays_the_answers_error(
     assert type(error) is SandboxTerminalError
     assert str(error) == "Get egress policy failed: upstream connection reset (HTTP 502)."
     (warning,) = warnings_logged(caplog)
-    assert warning.startswith(f"opensandbox {SDK_VERSION} does not have the constructor of ")
+    assert warning.startswith(f"opensandbox {SDK_VERSION} does not have a MovedApiException")
 
 
 def test_a_transport_error_with_a_moved_exception_stays_the_transport_error(

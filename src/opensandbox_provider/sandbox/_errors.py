@@ -298,7 +298,7 @@ def _unbuilt(exception: type[Exception], message: str, status: int | None) -> Sa
     """
     warn_moved(
         "opensandbox",
-        f"the constructor of {exception.__name__} this provider builds it with",
+        f"a {exception.__name__} constructor taking the arguments its own adapter passes",
         "Errors of the requests this provider makes itself lose their SDK class and status "
         "and all fail the task.",
     )
@@ -342,7 +342,7 @@ def _server_error(code: Any, message: str) -> SdkError | None:
     except TypeError:
         warn_moved(
             "opensandbox",
-            "the constructor of its SandboxError record this provider builds it with",
+            "a SandboxError (error record) constructor taking a code and a message",
             "Errors of the requests this provider makes itself quote the server's answer "
             "without its error code.",
         )

@@ -88,10 +88,10 @@ class Leases:
         while not stop.wait(interval):
             try:
                 alive = self._renew(sandbox)
-            # Everything, on purpose: this thread is not the task's, so neither the task
-            # timeout nor KeyboardInterrupt reaches it, and a renewal thread that died on an
-            # unforeseen error would let the sandbox expire under a task that still runs.
             except Exception:
+                # Everything, on purpose: this thread is not the task's, so neither the task
+                # timeout nor KeyboardInterrupt reaches it, and a renewal thread that died on
+                # an unforeseen error would let the sandbox expire under a task that still runs.
                 log.warning(
                     "Could not renew the lease on sandbox %s; trying again in %.0fs",
                     sandbox,

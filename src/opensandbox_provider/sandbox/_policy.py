@@ -71,8 +71,9 @@ class Unenforced:
 
 class PolicyUnproven(SandboxTerminalError):
     """
-    After a command, the sandbox's sidecar was not shown to enforce the policy it was created
-    with, so the sandbox was destroyed: the policy differed, or it could not be read back.
+    After a command, or a resume, the sandbox's sidecar was not shown to enforce the policy it
+    was created with, so the sandbox was destroyed: the policy differed, or it could not be
+    read back.
     """
 
 

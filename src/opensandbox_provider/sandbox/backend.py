@@ -467,8 +467,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def _recheck_policy(self, record: SandboxRecord, *, after: str) -> None:
         """
-        Destroy the sandbox if its sidecar no longer enforces the policy proven at create;
-        ``after`` says when it was found, such as "after it was resumed".
+        Destroy the sandbox, raising :class:`~._policy.PolicyUnproven`, if its sidecar no longer
+        enforces the policy proven at create or cannot be shown to; ``after`` says when it was
+        found, such as "after it was resumed".
         """
         # The guest shares the sidecar's network namespace, and a server configured without
         # an egress token lets it rewrite the policy; so does anyone holding the sandbox's
