@@ -54,11 +54,12 @@ def test_a_moved_shape_is_told_once_with_the_version_and_what_is_lost(caplog) ->
 
 
 def test_the_pinned_sdk_shares_the_ssl_context_the_ca_bundle_reaches() -> None:
-    transport = config().new_owned_transport()
+    owned = config().with_transport_if_missing()
     try:
-        assert isinstance(_ssl_context_of(transport), ssl.SSLContext)
+        assert owned.transport is not None
+        assert isinstance(_ssl_context_of(owned.transport), ssl.SSLContext)
     finally:
-        transport.close()
+        owned.close_transport_if_owned()
 
 
 def test_an_sdk_without_that_context_is_refused_naming_its_version() -> None:
@@ -70,8 +71,7 @@ def test_an_sdk_without_that_context_is_refused_naming_its_version() -> None:
 
 
 def test_the_pinned_sdks_transport_keeps_deadlines_without_a_word(caplog) -> None:
-    transport = config().new_owned_transport()
-    transport.close()
+    config().with_transport_if_missing().close_transport_if_owned()
     assert warnings_logged(caplog) == []
 
 
