@@ -6,14 +6,17 @@ is never connected to, and the calls reach the server and the sandbox on loopbac
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
+import opensandbox_provider
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
@@ -136,3 +139,22 @@ def test_the_trigger_polls_execd_past_the_proxy(proxy, server) -> None:
     assert (event["status"], event["exit_code"], event["output"]) == ("ended", 0, "done\n")
     assert proxy.connections == 0
     assert "/proxy/44772/command/status/c" in server.asked
+
+
+def test_every_http_client_of_the_package_is_built_in_one_module() -> None:
+    package = Path(opensandbox_provider.__file__).parent
+    built_elsewhere = [
+        f"{module.relative_to(package)}:{node.lineno}"
+        for module in sorted(package.rglob("*.py"))
+        if module.name != "_clients.py"
+        for node in ast.walk(ast.parse(module.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("Client", "AsyncClient")
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "httpx"
+    ]
+    assert built_elsewhere == [], (
+        "Build HTTP clients with opensandbox_provider._clients, which keeps them from taking a "
+        f"proxy from the environment: {built_elsewhere}"
+    )
