@@ -127,7 +127,8 @@ demo: setup
 
 # Our backend beside common-ai's built-in one and the raw SDK, on the local stack, in one run
 # (~15 min): the table of ratios against the speed and memory goals, and artifacts/bench.json.
-# It reports; it is not a gate of `make test`.
+# It exits 1, naming the rows, when a goal is NOT MET or a row has no result for ours; it is
+# not a gate of `make test`.
 bench: setup
 	$(STACK) run -- $(PY) -m benchmarks
 

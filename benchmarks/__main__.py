@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks import children, emission, latency, parsing, warm_pool, workloads
-from benchmarks.report import render, write_json
+from benchmarks.report import exit_status, render, write_json
 from benchmarks.rows import build_rows
 from benchmarks.subjects import BACKENDS, SUBJECTS, make_subject
 from dev.stack.state import read_state
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json(args.json, rows, context, raw)
     shown = args.json.relative_to(REPO) if args.json.is_relative_to(REPO) else args.json
     print(f"bench: wrote {shown}")
-    return 0
+    return exit_status(rows)
 
 
 if __name__ == "__main__":

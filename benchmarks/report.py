@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -144,6 +145,39 @@ def render(rows: list[Row]) -> str:
     if notes:
         text += ["", "Notes:", *notes]
     return "\n".join(text)
+
+
+def shortfalls(rows: list[Row]) -> list[str]:
+    """
+    What keeps the run from passing, one line each: every goal NOT MET, and every row with no
+    result for ours. Empty when the run passed. A goal that cannot be judged because another
+    subject has no result ("n/a"), or that says it cannot be shown on this stack, is not one:
+    it is about the others, or about the stack, not about ours.
+    """
+    lines = []
+    for row in rows:
+        label = f"[{row.key}] {row.title}"
+        if row.values.get("ours") is None:
+            lines.append(f"{label}: no result for ours")
+        lines += [
+            f"{label}: {goal} NOT MET" for goal, verdict in row.verdicts() if verdict == "NOT MET"
+        ]
+    return lines
+
+
+def exit_status(rows: list[Row]) -> int:
+    """
+    ``make bench``'s exit status: 0 when :func:`shortfalls` finds none, else 1, with each one
+    printed, so that a run that missed a goal fails where it is run and says which rows.
+    """
+    missed = shortfalls(rows)
+    if not missed:
+        print("bench: every goal met.")
+        return 0
+    print(f"bench: FAILED, {len(missed)} shortfall(s):", file=sys.stderr)
+    for line in missed:
+        print(f"  {line}", file=sys.stderr)
+    return 1
 
 
 def write_json(path: Path, rows: list[Row], context: dict, raw: dict) -> None:

@@ -1,7 +1,9 @@
 """
 The SDK's connection config, trusting the certificate authorities a connection names.
 
-Imported only once the SDK is known to be installed (see :mod:`._sdk`).
+Its transports take no proxy from the environment: the SDK hands each of its clients the
+config's transport, and httpx reads the proxy variables only for a client built without one
+(see :mod:`._clients`). Imported only once the SDK is known to be installed (see :mod:`._sdk`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.transport import unwrap_retry_transport
 from pydantic import Field
 
+from opensandbox_provider._reaches import installed_version, warn_moved
 from opensandbox_provider.sandbox._deadline import keep_deadlines
 
 # SDK 1.1.1 builds every transport through new_owned_transport; 1.1.0 builds the one a
@@ -44,7 +47,14 @@ class ConnectionConfig(ConnectionConfigSync):
 
     def _prepare(self, transport: httpx.BaseTransport) -> None:
         # Before its first connection, so that every connection it ever opens keeps deadlines.
-        keep_deadlines(transport)
+        if not keep_deadlines(transport):
+            warn_moved(
+                "opensandbox",
+                "the httpcore connection pool inside its transport, with httpcore "
+                f"{installed_version('httpcore')}",
+                "A sandbox or server that answers a byte at a time can hold a call past its "
+                "deadline: only the bodies this provider reads itself stay bounded.",
+            )
         if self.ca_certificates is not None:
             _ssl_context_of(transport).load_verify_locations(cadata=self.ca_certificates)
 
@@ -61,8 +71,9 @@ def _ssl_context_of(transport: httpx.BaseTransport) -> ssl.SSLContext:
     context = getattr(unwrap_retry_transport(transport), "_ssl_context", None)
     if not isinstance(context, ssl.SSLContext):
         raise RuntimeError(
-            "This version of the OpenSandbox SDK builds its HTTP transport in a way the "
-            "connection's ca_bundle extra cannot reach. Install the SDK version this provider "
-            "pins, or leave ca_bundle out and name the file in SSL_CERT_FILE instead."
+            f"The OpenSandbox SDK installed (opensandbox {installed_version('opensandbox')}) "
+            "builds its HTTP transport in a way the connection's ca_bundle extra cannot reach. "
+            "Install the SDK version this provider pins, or leave ca_bundle out and name the "
+            "file in SSL_CERT_FILE instead."
         )
     return context

@@ -374,6 +374,34 @@ def test_a_policy_widened_while_a_deferred_command_ran_fails_the_task_and_destro
     assert destroyed(operator._sandbox_id)
 
 
+def test_the_outputs_of_a_command_whose_policy_was_widened_are_not_copied_and_are_named(
+    operator_on, dns_nft_server, stack, tmp_path
+):
+    target = tmp_path / "out.txt"
+    operator = operator_on(
+        dns_nft_server,
+        spec=None,
+        deferrable=True,
+        poll_interval=0.2,
+        command="echo fetched > /tmp/out.txt",
+        outputs={"/tmp/out.txt": ObjectStoragePath(f"file://{target}")},
+    )
+    with pytest.raises(TaskDeferred) as deferral:
+        operator.execute({})
+    event = run_trigger(rebuilt(deferral.value.trigger))
+    assert (event["status"], event["exit_code"]) == ("ended", 0)
+    _widen_policy(dns_nft_server, operator._sandbox_id, stack.bridge_ip)
+
+    with pytest.raises(AirflowException) as raised:
+        operator.execute_complete({}, event)
+
+    message = str(raised.value)
+    assert "no longer enforces the network policy it was created with" in message
+    assert "So its outputs were not copied: '/tmp/out.txt'." in message
+    assert not target.exists()
+    assert destroyed(operator._sandbox_id)
+
+
 def test_an_unchanged_policy_passes_its_recheck_after_a_deferred_command(
     operator_on, dns_nft_server
 ):

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import HOLDER_TAG, OWNER_TAG
+from opensandbox.exceptions import SandboxApiException
 
 from opensandbox_provider.sandbox import OpenSandboxBackend, _pause, _tags
 from opensandbox_provider.sandbox._record import SandboxRecord
@@ -16,10 +17,11 @@ OWNER = "dag/run"
 HOLDER = "dag/run/agent"
 
 
-class WrongState(Exception):
+class WrongState(SandboxApiException):
     """What the SDK raises when the server answers 409."""
 
-    status_code = 409
+    def __init__(self) -> None:
+        super().__init__("Pause sandbox failed: HTTP 409", status_code=409)
 
 
 class Server:

@@ -12,6 +12,7 @@ from airflow.providers.common.ai.sandbox.base import (
     SandboxSpec,
     SandboxTerminalError,
 )
+from opensandbox.exceptions import SandboxApiException
 
 from opensandbox_provider.sandbox import OpenSandboxBackend, _snapshots, prepare_snapshot
 
@@ -79,8 +80,11 @@ class Asked(Exception):
     """Ends a create once the request is seen."""
 
 
-class Missing(Exception):
-    status_code = 404
+class Missing(SandboxApiException):
+    """What the SDK raises when the server answers 404."""
+
+    def __init__(self) -> None:
+        super().__init__("Get snapshot failed: HTTP 404", status_code=404)
 
 
 def snapshot(id_: str, name: str, *, state: str = "Ready", age: float = 0) -> SimpleNamespace:

@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
 from airflow.providers.common.compat.sdk import BaseHook
 
 from opensandbox_provider._sdk import OpenSandboxNotInstalled, require_sdk
@@ -258,9 +259,14 @@ class OpenSandboxHook(BaseHook):
             config = self.connection_config
         except (InvalidConnectionError, OpenSandboxNotInstalled) as e:
             return False, str(e)
+        from opensandbox.exceptions import SandboxException
         from opensandbox.models.sandboxes import SandboxFilter
         from opensandbox.sync.manager import SandboxManagerSync
         from opensandbox.transport import RetryPolicy
+
+        # What a failed call raises: the SDK's errors, a transport's, an answer of another
+        # shape. Never Exception, which on Airflow 2 holds the task timeout too.
+        failures = (SandboxException, httpx.HTTPError, OSError, ValueError)
 
         url = self.server_url
         # A test should answer at once; the SDK's retries would hide a refused connection
@@ -270,11 +276,11 @@ class OpenSandboxHook(BaseHook):
         )
         try:
             manager = SandboxManagerSync.create(fast)
-        except Exception as e:
+        except failures as e:
             return False, _describe_failure(e, url)
         try:
             manager.list_sandbox_infos(SandboxFilter(page_size=1))
-        except Exception as e:
+        except failures as e:
             return False, _describe_failure(e, url)
         finally:
             manager.close()

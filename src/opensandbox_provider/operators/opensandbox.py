@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from opensandbox_provider.operators._files import copy_outputs, write_files
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
 from opensandbox_provider.sandbox._background import output_paths, separated
 from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
+from opensandbox_provider.sandbox._policy import PolicyUnproven
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 
@@ -224,13 +226,14 @@ class OpenSandboxOperator(BaseOperator):
                 self._defer_to_trigger(sandbox, command_id, paths, context)
             output = OutputLog(self.log)
             try:
-                result = backend.run_command(
-                    sandbox,
-                    self.command,
-                    timeout=self.command_timeout,
-                    max_output_bytes=self.max_output_bytes,
-                    on_output=output.feed,
-                )
+                with _outputs_withheld(self.outputs):
+                    result = backend.run_command(
+                        sandbox,
+                        self.command,
+                        timeout=self.command_timeout,
+                        max_output_bytes=self.max_output_bytes,
+                        on_output=output.feed,
+                    )
             finally:
                 output.close()
             return self._finish(backend, sandbox, CommandEnd.of(result))
@@ -333,11 +336,12 @@ class OpenSandboxOperator(BaseOperator):
             backend.hold(sandbox)
             # As after a foreground command: nothing the command did may have widened the
             # sandbox's egress unseen, whatever it exited with.
-            backend.recheck_policy(
-                sandbox,
-                self.spec,
-                after=f"{self.command!r} exited {event['exit_code']} in the background",
-            )
+            with _outputs_withheld(self.outputs):
+                backend.recheck_policy(
+                    sandbox,
+                    self.spec,
+                    after=f"{self.command!r} exited {event['exit_code']} in the background",
+                )
             end = CommandEnd(
                 exit_code=event["exit_code"],
                 stdout=event["stdout"],
@@ -412,13 +416,31 @@ class OpenSandboxOperator(BaseOperator):
         # within one lease anyway.
         try:
             backend.destroy(sandbox)
-        except Exception:
+        except SandboxError:
             self.log.warning(
                 "Could not destroy sandbox %s; the server ends it when its lease of %gs runs out.",
                 sandbox,
                 self.sandbox_arguments["sandbox_timeout"],
                 exc_info=True,
             )
+
+
+@contextmanager
+def _outputs_withheld(outputs: Mapping[str, Any]) -> Iterator[None]:
+    """
+    Fail the task, naming the outputs it does not copy, when the sandbox's policy could not
+    be proven after the command: what the command wrote may hold what it fetched from
+    outside the policy, and copying it out would publish it (docs/egress.rst).
+    """
+    try:
+        yield
+    except PolicyUnproven as e:
+        if not outputs:
+            raise
+        raise AirflowException(
+            f"{e} So its outputs were not copied: {', '.join(map(repr, outputs))}. Retry the "
+            "task to run the command again in a new sandbox."
+        ) from e
 
 
 def _tail(end: CommandEnd) -> str:

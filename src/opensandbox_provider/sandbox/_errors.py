@@ -17,11 +17,12 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
 
+from opensandbox_provider._reaches import warn_moved
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ _MAX_RAW_BODY = 512
 # characters, Unicode's own line and paragraph separators, and lone surrogates, which no
 # log handler can encode.
 _UNQUOTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+# An SDK exception class, as :func:`_built` returns it.
+_Built = TypeVar("_Built", bound="SandboxException")
 
 
 def quoted(text: object, limit: int = _MAX_DETAIL) -> str:
@@ -61,11 +64,46 @@ def status_of(error: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
+def sdk_exceptions() -> tuple[type[Exception], ...]:
+    """
+    The SDK's base exception, which its calls fail with, for an ``except`` clause; none when
+    the SDK is not installed, since then no call can raise it.
+    """
+    try:
+        from opensandbox.exceptions import SandboxException
+    except ImportError:
+        return ()
+    return (SandboxException,)
+
+
+def api_exceptions() -> tuple[type[Exception], ...]:
+    """The SDK's exception for an error answer, the one that carries a status; as above."""
+    try:
+        from opensandbox.exceptions import SandboxApiException
+    except ImportError:
+        return ()
+    return (SandboxApiException,)
+
+
+def transport_errors() -> tuple[type[Exception], ...]:
+    """
+    What a request to the server or a sandbox fails with: the SDK's exceptions, httpx's, the
+    contract's, and a socket's own. Caught by name, never as ``Exception``: Airflow's task
+    timeout is an ``Exception`` on Airflow 2, and a handler that carries on must not catch it.
+    """
+    return (SandboxError, httpx.HTTPError, OSError, *sdk_exceptions())
+
+
+def _translatable() -> tuple[type[Exception], ...]:
+    """What :func:`to_sandbox_error` translates."""
+    return (httpx.HTTPError, OpenSandboxNotInstalled, *sdk_exceptions())
+
+
 def done_unless_missing(call: Callable[[], object]) -> bool:
     """Run ``call``; ``False`` when the server answers 404, as for what is already gone."""
     try:
         call()
-    except Exception as e:
+    except api_exceptions() as e:
         if status_of(e) != 404:
             raise
         return False
@@ -95,6 +133,8 @@ def to_sandbox_error(
 
     if isinstance(error, httpx.HTTPError):
         error = _sdk_exception(error)
+        if isinstance(error, SandboxError):
+            return error
     if not isinstance(error, SandboxException):
         return None
     status = status_of(error)
@@ -141,11 +181,11 @@ def as_sandbox_errors(
     """
     try:
         yield
-    except Exception as e:
+    except _translatable() as e:
         if missing is not None and status_of(e) == 404:
             raise missing() from e
         translated_error = to_sandbox_error(e, doing, terminal=terminal)
-        if translated_error is None or translated_error is e:
+        if translated_error is None:
             raise
         raise translated_error from e
 
@@ -170,12 +210,15 @@ def _detail(error: BaseException) -> str:
     return text
 
 
-def api_exception(response: httpx.Response, operation: str) -> SandboxApiException:
+def api_exception(
+    response: httpx.Response, operation: str
+) -> SandboxApiException | SandboxTerminalError:
     """
     The SDK's exception for the error answer ``response`` to ``operation``, already read.
 
     A 429's ``retry_after`` is left unset: this backend never waits to retry one, it fails
-    the task (see :func:`to_sandbox_error`).
+    the task (see :func:`to_sandbox_error`). An SDK whose exceptions no longer take these
+    arguments gets :func:`_unbuilt`'s error instead.
     """
     from opensandbox.exceptions import SandboxApiException, SandboxRateLimitException
 
@@ -193,7 +236,8 @@ def api_exception(response: httpx.Response, operation: str) -> SandboxApiExcepti
             message = f"{message}: {text}"
     request_id = response.headers.get("x-request-id", "").strip() or None
     exception = SandboxRateLimitException if status == 429 else SandboxApiException
-    return exception(
+    return _built(
+        exception,
         message=message,
         status_code=status,
         request_id=request_id,
@@ -203,7 +247,7 @@ def api_exception(response: httpx.Response, operation: str) -> SandboxApiExcepti
     )
 
 
-def _sdk_exception(error: httpx.HTTPError) -> SandboxException:
+def _sdk_exception(error: httpx.HTTPError) -> SandboxException | SandboxTerminalError:
     """The exception the SDK raises when one of its own requests meets ``error``."""
     from opensandbox.exceptions import (
         SandboxConnectionException,
@@ -217,14 +261,49 @@ def _sdk_exception(error: httpx.HTTPError) -> SandboxException:
         return api_exception(error.response, "API call")
     # A connect that times out never reached the server: unreachable, as the SDK counts it.
     if isinstance(error, httpx.ConnectTimeout | httpx.NetworkError):
-        return SandboxConnectionException(
-            f"Network connectivity error: {error}", cause=error, is_retryable=True
+        return _built(
+            SandboxConnectionException,
+            message=f"Network connectivity error: {error}",
+            cause=error,
+            is_retryable=True,
         )
     if isinstance(error, httpx.TimeoutException):
-        return SandboxTimeoutException(f"Request timed out: {error}", cause=error)
+        return _built(SandboxTimeoutException, message=f"Request timed out: {error}", cause=error)
     if isinstance(error, httpx.TransportError):
-        return SandboxConnectionException(f"Network connectivity error: {error}", cause=error)
-    return SandboxInternalException(f"Unexpected SDK error occurred: {error}", cause=error)
+        return _built(
+            SandboxConnectionException, message=f"Network connectivity error: {error}", cause=error
+        )
+    return _built(
+        SandboxInternalException, message=f"Unexpected SDK error occurred: {error}", cause=error
+    )
+
+
+def _built(
+    exception: type[_Built], *, message: str, **arguments: Any
+) -> _Built | SandboxTerminalError:
+    """``exception`` built as the SDK's adapter builds it, or :func:`_unbuilt`'s error."""
+    try:
+        return exception(message=message, **arguments)
+    except TypeError:
+        return _unbuilt(exception, message, arguments.get("status_code"))
+
+
+def _unbuilt(exception: type[Exception], message: str, status: int | None) -> SandboxTerminalError:
+    """
+    What stands for an SDK exception whose constructor no longer takes what the SDK's own
+    adapter passed it: a terminal error with the failure's own message, so that the failure
+    is reported as it happened rather than as the ``TypeError`` of building its exception.
+    Terminal, since without the SDK's classes nothing tells a request to change from a
+    sandbox that is gone.
+    """
+    warn_moved(
+        "opensandbox",
+        f"a {exception.__name__} constructor taking the arguments its own adapter passes",
+        "Errors of the requests this provider makes itself lose their SDK class and status "
+        "and all fail the task.",
+    )
+    # The status goes into the words, since the class that would carry it could not be built.
+    return SandboxTerminalError(f"{message}" + (f" (HTTP {status})." if status else "."))
 
 
 def _sdk_error_in(body: bytes) -> SdkError | None:
@@ -242,7 +321,7 @@ def _sdk_error_in(body: bytes) -> SdkError | None:
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError:
-        return SdkError(SdkError.UNEXPECTED_RESPONSE, text)
+        return _server_error(SdkError.UNEXPECTED_RESPONSE, text)
     except (ValueError, RecursionError):
         # JSON nested too deep, or with a number too long, to parse: the SDK finds no error.
         return None
@@ -250,5 +329,21 @@ def _sdk_error_in(body: bytes) -> SdkError | None:
     if isinstance(parsed, dict) and isinstance(parsed.get("detail"), dict):
         parsed = parsed["detail"]
     if isinstance(parsed, dict) and parsed.get("code"):
-        return SdkError(parsed["code"], parsed.get("message") or "")
+        return _server_error(parsed["code"], parsed.get("message") or "")
     return None
+
+
+def _server_error(code: Any, message: str) -> SdkError | None:
+    """The SDK's record of a server error, or ``None`` (the body is quoted instead) if it moved."""
+    from opensandbox.exceptions import SandboxError as SdkError
+
+    try:
+        return SdkError(code, message)
+    except TypeError:
+        warn_moved(
+            "opensandbox",
+            "a SandboxError (error record) constructor taking a code and a message",
+            "Errors of the requests this provider makes itself quote the server's answer "
+            "without its error code.",
+        )
+        return None

@@ -29,7 +29,7 @@ import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
 
 from opensandbox_provider.sandbox._deadline import Deadline, bounded_by
-from opensandbox_provider.sandbox._errors import as_sandbox_errors, quoted
+from opensandbox_provider.sandbox._errors import as_sandbox_errors, quoted, transport_errors
 from opensandbox_provider.sandbox._events import Ending, EventParser
 from opensandbox_provider.sandbox._http import SandboxHttp, iter_body, iter_raw, read_at_most
 from opensandbox_provider.sandbox._outcome import StreamedCommand
@@ -513,7 +513,7 @@ def by_deadline(deadline: Deadline, doing: str) -> Iterator[None]:
     with bounded_by(deadline.at):
         try:
             yield
-        except Exception as e:
+        except transport_errors() as e:
             if not deadline.passed():
                 raise
             raise SandboxError(

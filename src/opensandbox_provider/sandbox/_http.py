@@ -18,6 +18,8 @@ import h11
 import httpcore
 import httpx
 
+from opensandbox_provider._clients import sandbox_client
+from opensandbox_provider._reaches import warn_moved
 from opensandbox_provider.sandbox import _deadline
 from opensandbox_provider.sandbox._chunked import ChunkedDecoder
 from opensandbox_provider.sandbox._errors import api_exception
@@ -57,10 +59,9 @@ class SandboxHttp:
         self._sandbox = sandbox
         self.request_timeout = sandbox.connection_config.request_timeout.total_seconds()
         # Never closed on its own: the transport is the sandbox's, closed when it is.
-        self._client = httpx.Client(
+        self._client = sandbox_client(
             transport=unwrap_retry_transport(sandbox.connection_config.transport),
             timeout=self.request_timeout,
-            follow_redirects=False,
         )
 
     def request(
@@ -168,14 +169,18 @@ def _socket_stream(response: httpx.Response) -> tuple[bytes, httpcore.NetworkStr
 
     httpcore hands out the stream (its documented ``network_stream`` extension), but the
     bytes its HTTP/1.1 parser read past the headers are reachable only through private
-    attributes. Those are looked up defensively: any other transport, or another httpcore,
-    gets ``None`` and the body is read through httpx, only slower. A test pins that the
-    versions this provider pins take the fast path. The connection is never reused after
-    this: httpcore sees an unfinished body when the response closes, and closes it.
+    attributes. Those are looked up defensively: any other transport gets ``None`` and the body
+    is read through httpx, only slower, and an httpcore whose connection moved them says so
+    once (see :mod:`.._reaches`). A test pins that the versions this provider pins take the
+    fast path. The connection is never reused after this: httpcore sees an unfinished body
+    when the response closes, and closes it.
     """
     if response.headers.get("transfer-encoding", "").lower() != "chunked":
         return None
     network_stream = response.extensions.get("network_stream")
+    if network_stream is None:
+        # Not httpcore's connection: a transport of another kind, with no socket to read.
+        return None
     stream: Any = response.stream
     try:
         connection = stream._stream._httpcore_stream._stream._connection
@@ -183,9 +188,15 @@ def _socket_stream(response: httpx.Response) -> tuple[bytes, httpcore.NetworkStr
         if connection._network_stream is not network_stream or not isinstance(
             parser, h11.Connection
         ):
-            return None
+            raise AttributeError("the connection's stream or parser is of another shape")
         already_read, _closed = parser.trailing_data
     except AttributeError:
+        warn_moved(
+            "httpcore",
+            "the HTTP/1.1 connection and parser state behind httpx's response stream",
+            "Command streams are read through httpx instead of from the socket, correctly "
+            "but several times slower.",
+        )
         return None
     return bytes(already_read), network_stream
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow.providers.common.compat.sdk import AirflowException, get_current_context
+from airflow.providers.common.compat.sdk import get_current_context
 
 from opensandbox_provider.sandbox import _tags
 
@@ -147,10 +147,11 @@ def current_identity() -> dict[str, str]:
 
 
 def _current_task_instance() -> Any:
+    # common.compat's, which raises RuntimeError outside a task on every Airflow this provider
+    # supports; Airflow 2's own raises AirflowException, whose subclass is the task timeout.
+
     try:
         context = get_current_context()
-    # Outside a task there is no context, and no identity to stamp: Airflow 3 and the
-    # standard provider raise RuntimeError, Airflow 2's core AirflowException.
-    except (RuntimeError, AirflowException):
+    except RuntimeError:  # Outside a task there is no context, and no identity to stamp.
         return None
     return context.get("ti") or context.get("task_instance")

@@ -90,6 +90,9 @@ class Leases:
             try:
                 alive = self._renew(sandbox)
             except Exception:
+                # Everything, on purpose: this thread is not the task's, so neither the task
+                # timeout nor KeyboardInterrupt reaches it, and a renewal thread that died on
+                # an unforeseen error would let the sandbox expire under a task that still runs.
                 log.warning(
                     "Could not renew the lease on sandbox %s; trying again in %.0fs",
                     sandbox,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError, is_sandbox_handle
 
 from opensandbox_provider.sandbox import _tags
-from opensandbox_provider.sandbox._errors import as_sandbox_errors, status_of
+from opensandbox_provider.sandbox._errors import api_exceptions, as_sandbox_errors, status_of
 from opensandbox_provider.sandbox._record import seconds_left
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class Lifecycle:
                 # gave it longer, or no expiry at all, would cut its life short.
                 if left is not None and left < lease:
                     lifecycle.renew_sandbox(sandbox, timedelta(seconds=lease))
-            except Exception as e:
+            except api_exceptions() as e:
                 if status_of(e) == 404:
                     return False
                 raise

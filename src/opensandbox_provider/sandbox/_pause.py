@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from opensandbox_provider.sandbox._errors import status_of
+from opensandbox_provider.sandbox._errors import api_exceptions, status_of
 
 if TYPE_CHECKING:
     from opensandbox.models.sandboxes import SandboxInfo
@@ -31,7 +31,7 @@ def pause(lifecycle: Lifecycle, sandbox: str) -> bool:
     with lifecycle.call(f"pause sandbox {sandbox}") as api:
         try:
             api.pause_sandbox(sandbox)
-        except Exception as e:
+        except api_exceptions() as e:
             if status_of(e) == _WRONG_STATE:
                 return False
             raise
@@ -48,7 +48,7 @@ def resume(lifecycle: Lifecycle, sandbox: str) -> float:
     with lifecycle.call(f"resume sandbox {sandbox}") as api:
         try:
             api.resume_sandbox(sandbox)
-        except Exception as e:
+        except api_exceptions() as e:
             # Another task resumed it between our read of its state and this call: it runs,
             # which is all this call was for.
             if status_of(e) != _WRONG_STATE:

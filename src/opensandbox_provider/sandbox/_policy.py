@@ -17,13 +17,22 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import re
+import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
-from opensandbox_provider.sandbox._errors import quoted, status_of, to_sandbox_error
+from opensandbox_provider.sandbox._deadline import bounded_by
+from opensandbox_provider.sandbox._errors import (
+    quoted,
+    status_of,
+    to_sandbox_error,
+    transport_errors,
+)
 from opensandbox_provider.sandbox._http import SandboxHttp, read_at_most
 
 if TYPE_CHECKING:
@@ -36,6 +45,38 @@ EGRESS_PORT = 18080
 ADDRESS_LAYER_MODE = "dns+nft"
 # The sidecar's answer is a policy; a bigger body is not one worth reading.
 _MAX_POLICY_BODY = 1024 * 1024
+# A read of the policy that fails is made again, up to this many reads in all, within
+# POLICY_READ_WINDOW seconds of the first: the server's proxy answers 502 for a moment while
+# it reconnects to a sandbox, and one such answer is not a changed policy. A sidecar that
+# answers nothing usable for that long is taken to enforce nothing; each second spent here
+# holds a command's result back, and a sandbox whose sidecar is gone must not run another.
+POLICY_READ_ATTEMPTS = 4
+POLICY_READ_WINDOW = 10.0
+# The pause between two reads: long enough for a proxy to reconnect, short enough that all
+# the reads fit the window.
+POLICY_READ_PAUSE = 1.0
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Unenforced:
+    """Why a sandbox's sidecar was not shown to enforce a policy; ``why`` is a sentence."""
+
+    why: str
+    # False when no usable answer came within POLICY_READ_WINDOW: the policy may be intact,
+    # but it cannot be shown to be.
+    answered: bool
+
+
+class PolicyUnproven(SandboxTerminalError):
+    """
+    After a command, or a resume, the sandbox's sidecar was not shown to enforce the policy it
+    was created with, so the sandbox was destroyed: the policy differed, or it could not be
+    read back.
+    """
+
+
 # A host name, or a "*." wildcard over one, as the sidecar matches them.
 _HOSTNAME = re.compile(
     r"(\*\.)?(?=.{1,253}$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*"
@@ -99,29 +140,70 @@ def require_enforced(http: SandboxHttp, requested: NetworkPolicy, *, sandbox: st
     if problem is not None:
         raise SandboxTerminalError(
             f"OpenSandbox did not enforce the requested network policy on sandbox "
-            f"{sandbox}, so it was destroyed: {problem} Or pass "
+            f"{sandbox}, so it was destroyed: {problem.why} Or pass "
             "SandboxSpec(block_network=False) for a sandbox that may reach the network."
         )
 
 
-def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
+def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> Unenforced | None:
     """
     What keeps the sandbox's sidecar from enforcing ``requested`` at the address layer, or ``None``.
 
     Reads ``GET /policy`` itself rather than through the SDK, whose ``get_egress_policy``
     drops the enforcement mode and fails on the ``"egress": null`` the sidecar reports
-    for a policy without rules (docs/execd-wire.rst, wire-egress-get).
+    for a policy without rules (docs/execd-wire.rst, wire-egress-get). A read that fails
+    (an error status, no answer, a body that is not JSON) is made again as
+    :data:`POLICY_READ_ATTEMPTS` says; only an answer that differs, or none within
+    :data:`POLICY_READ_WINDOW`, is a problem.
     """
-    try:
-        with http.stream("GET", EGRESS_PORT, "/policy", "Get egress policy") as response:
-            body = read_at_most(response, _MAX_POLICY_BODY)
-        status = json.loads(body) if body is not None else None
-    except Exception as e:
-        return (
-            f"its policy could not be read back from the egress sidecar ({type(e).__name__}: "
-            f"{_short(e)}). The server may be running without an egress sidecar."
-        )
-    return enforcement_problem(status, requested)
+    started = time.monotonic()
+    give_up_at = started + POLICY_READ_WINDOW
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            status = _read_policy(http, give_up_at)
+        except _read_failures() as e:
+            if attempt < POLICY_READ_ATTEMPTS and (
+                time.monotonic() + POLICY_READ_PAUSE < give_up_at
+            ):
+                log.info(
+                    "Could not read the egress sidecar's policy (%s: %s); reading it again in %gs.",
+                    type(e).__name__,
+                    _short(e),
+                    POLICY_READ_PAUSE,
+                )
+                time.sleep(POLICY_READ_PAUSE)
+                continue
+            return Unenforced(
+                f"its policy could not be read back from the egress sidecar in {attempt} "
+                f"{'read' if attempt == 1 else 'reads'} over {time.monotonic() - started:.1f}s "
+                f"(the last failed with {type(e).__name__}: {_short(e)}). The server may be "
+                "running without an egress sidecar, or the sandbox may have stopped answering.",
+                answered=False,
+            )
+        problem = enforcement_problem(status, requested)
+        return None if problem is None else Unenforced(problem, answered=True)
+
+
+def _read_failures() -> tuple[type[Exception], ...]:
+    """What keeps a policy from being read: a failed request, or an answer that is not JSON."""
+    return (*transport_errors(), ValueError, RecursionError)
+
+
+def _read_policy(http: SandboxHttp, give_up_at: float) -> Any:
+    """The sidecar's ``GET /policy`` answer, parsed; whatever keeps it from being read raises."""
+    timeout = max(0.0, give_up_at - time.monotonic())
+    with (
+        bounded_by(give_up_at),
+        http.stream(
+            "GET", EGRESS_PORT, "/policy", "Get egress policy", timeout=timeout
+        ) as response,
+    ):
+        body = read_at_most(response, _MAX_POLICY_BODY)
+    if body is None:
+        raise ValueError(f"the answer ran past {_MAX_POLICY_BODY} bytes")
+    return json.loads(body)
 
 
 def enforcement_problem(status: Any, requested: NetworkPolicy) -> str | None:

@@ -30,7 +30,7 @@ from opensandbox_provider.sandbox._command_status import (
     parse_status,
 )
 from opensandbox_provider.sandbox._deadline import bounded_by
-from opensandbox_provider.sandbox._errors import status_of
+from opensandbox_provider.sandbox._errors import status_of, transport_errors
 from opensandbox_provider.sandbox._http import SandboxHttp, read_at_most
 
 # How long execd may answer nothing at all, counted from the last byte it sent, before the
@@ -124,7 +124,7 @@ def _ask(http: SandboxHttp, port: int, command_id: str, timeout: float) -> Comma
             body = read_at_most(response, MAX_STATUS_BODY)
     except httpx.TimeoutException:
         return _SILENT
-    except Exception as e:
+    except transport_errors() as e:
         # A 404 is execd's "command not found", or the server's for a sandbox it no longer
         # has; a proxy in between answers for a sandbox it cannot reach with a 502 or 503.
         return _UNKNOWN if status_of(e) == 404 else _REFUSED
@@ -147,5 +147,5 @@ def _known_gone(gone: Callable[[], bool], unreachable_at: float) -> bool:
     try:
         with bounded_by(deadline):
             return gone()
-    except Exception:
+    except transport_errors():
         return False

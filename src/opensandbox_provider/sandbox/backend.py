@@ -9,6 +9,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import httpx
 from airflow.providers.common.ai.sandbox.base import (
     EXPIRES_AT_TAG,
     HOLDER_TAG,
@@ -23,7 +24,13 @@ from airflow.providers.common.ai.sandbox.base import (
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.sandbox import _arguments, _pause, _policy, _pool, _tags, _volumes
-from opensandbox_provider.sandbox._errors import as_sandbox_errors, done_unless_missing, status_of
+from opensandbox_provider.sandbox._errors import (
+    api_exceptions,
+    as_sandbox_errors,
+    done_unless_missing,
+    sdk_exceptions,
+    status_of,
+)
 from opensandbox_provider.sandbox._execd import EXECD_PORT
 from opensandbox_provider.sandbox._files import SandboxFiles
 from opensandbox_provider.sandbox._identity import current_identity
@@ -301,7 +308,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     # Readiness is polled below, without the SDK's backoff on the first miss.
                     skip_health_check=True,
                 )
-            except Exception as e:
+            except api_exceptions() as e:
                 refused = _volumes.explain_refusal(e, self.volumes)
                 raise (refused or _policy.explain_refusal(e, policy)) from e
         return sdk
@@ -383,7 +390,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         with as_sandbox_errors(f"check on sandbox {record.sdk.id}"):
             try:
                 info = record.sdk.get_info()
-            except Exception as e:
+            except api_exceptions() as e:
                 if status_of(e) == 404:
                     return True
                 raise
@@ -416,6 +423,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         record, timeout_ms = self._command_slot(sandbox, command, timeout)
         applied = timeout_ms / 1000
         started = time.monotonic()
+        # What Execd.run lets through: the SDK's exception for an error answer, and httpx's.
+        let_through: tuple[type[Exception], ...] = (httpx.HTTPError, *sdk_exceptions())
         with as_sandbox_errors(f"run a command in sandbox {record.sdk.id}"):
             try:
                 streamed = record.execd.run(
@@ -426,10 +435,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     on_output=on_output,
                     gone=lambda: self._gone(record),
                 )
-            except Exception as e:
+            except let_through as e:
                 # A transport error may be the sandbox ending under the command; the server
                 # knows.
-                if status_of(e) is None and not isinstance(e, SandboxError) and self._gone(record):
+                if status_of(e) is None and self._gone(record):
                     return self._ended_under_command(record, e)
                 raise
         elapsed = time.monotonic() - started
@@ -497,8 +506,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def _recheck_policy(self, record: SandboxRecord, *, after: str) -> None:
         """
-        Destroy the sandbox if its sidecar no longer enforces the policy proven at create;
-        ``after`` says when it was found, such as "after it was resumed".
+        Destroy the sandbox, raising :class:`~._policy.PolicyUnproven`, if its sidecar no longer
+        enforces the policy proven at create or cannot be shown to; ``after`` says when it was
+        found, such as "after it was resumed".
         """
         # The guest shares the sidecar's network namespace, and a server configured without
         # an egress token lets it rewrite the policy; so does anyone holding the sandbox's
@@ -509,11 +519,15 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if problem is None:
             return
         sandbox = record.sdk.id
-        log.warning("Sandbox %s: its network policy changed %s; destroying it.", sandbox, after)
-        self._destroy_quietly(sandbox, after="its network policy changed")
-        raise SandboxTerminalError(
-            f"Sandbox {sandbox} no longer enforces the network policy it was created with, so "
-            f"it was destroyed {after}: {problem}"
+        found = (
+            "no longer enforces the network policy it was created with"
+            if problem.answered
+            else "could not be shown to enforce the network policy it was created with"
+        )
+        log.warning("Sandbox %s %s %s; destroying it.", sandbox, found, after)
+        self._destroy_quietly(sandbox, after="its network policy could not be proven")
+        raise _policy.PolicyUnproven(
+            f"Sandbox {sandbox} {found}, so it was destroyed {after}: {problem.why}"
         )
 
     def _was_abandoned(self, sandbox: str) -> bool:

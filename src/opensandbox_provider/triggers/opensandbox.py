@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from opensandbox_provider._clients import execd_client
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.sandbox._background import BackgroundCommand, OutputPiece
@@ -193,9 +193,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
     ) -> BackgroundCommand:
         base_url, headers, verify, timeout = await asyncio.to_thread(self._reach, backend)
         client = await clients.enter_async_context(
-            httpx.AsyncClient(
-                headers=headers, verify=verify, timeout=timeout, follow_redirects=False
-            )
+            execd_client(headers=headers, verify=verify, timeout=timeout)
         )
         return BackgroundCommand(client, base_url, self.command_id)
 

@@ -1,0 +1,151 @@
+"""
+No handler in the package catches everything and carries on.
+
+Airflow raises its task timeout from SIGALRM in whatever frame the task is in, and it is an
+``Exception`` on Airflow 2 (a ``BaseException`` on Airflow 3, as KeyboardInterrupt is): a
+handler of ``Exception``, ``BaseException`` or everything that then goes on would swallow it,
+and the task would run past its timeout or succeed. So every broad handler must re-raise what
+it caught, as it is, on every path; a handler that carries on names what it catches.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import opensandbox_provider
+
+PACKAGE = Path(opensandbox_provider.__file__).parent
+BROAD = frozenset({"Exception", "BaseException"})
+# Module and function of each broad handler that may carry on, with the reason.
+ALLOWED = {
+    # The lease thread's loop: it runs in its own thread, which neither the task timeout nor
+    # KeyboardInterrupt reaches (Python delivers signals to the main thread only), and a
+    # renewal thread that died on an unforeseen error would let the sandbox expire under a
+    # task that still runs.
+    ("sandbox/_lease.py", "_keep"),
+}
+
+
+def _is_broad(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(name, ast.Name) and name.id in BROAD for name in names)
+
+
+def _walk_body(statements: list[ast.stmt]) -> list[ast.AST]:
+    """Every node of ``statements``, without entering nested functions or classes."""
+    found: list[ast.AST] = []
+    pending: list[ast.AST] = list(statements)
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _always_reraises(handler: ast.ExceptHandler) -> bool:
+    """Whether the handler ends in a bare ``raise`` that nothing before it can skip."""
+    last = handler.body[-1]
+    if not (isinstance(last, ast.Raise) and last.exc is None):
+        return False
+    return not any(
+        isinstance(node, ast.Return | ast.Break | ast.Continue | ast.Raise)
+        for node in _walk_body(handler.body[:-1])
+    )
+
+
+def broad_handlers_that_carry_on(source: str) -> list[tuple[str, int]]:
+    """The function and line of each broad handler in ``source`` that does not re-raise."""
+    tree = ast.parse(source)
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in _walk_body(function.body):
+            if isinstance(node, ast.ExceptHandler) and _is_broad(node):
+                if not _always_reraises(node):
+                    found.append((function.name, node.lineno))
+    return found
+
+
+def test_no_broad_handler_in_the_package_carries_on() -> None:
+    offenders = []
+    for module in sorted(PACKAGE.rglob("*.py")):
+        name = module.relative_to(PACKAGE).as_posix()
+        for function, line in broad_handlers_that_carry_on(module.read_text()):
+            if (name, function) not in ALLOWED:
+                offenders.append(f"{name}:{line} in {function}")
+    assert offenders == [], (
+        "These handlers catch Exception, BaseException or everything and carry on, which "
+        "would swallow Airflow's task timeout; catch the errors meant, or re-raise: "
+        + ", ".join(offenders)
+    )
+
+
+def test_every_allowed_handler_is_still_there() -> None:
+    # An entry whose handler is gone would allow the next one written there unseen.
+    present = set()
+    for module in PACKAGE.rglob("*.py"):
+        name = module.relative_to(PACKAGE).as_posix()
+        present |= {(name, f) for f, _ in broad_handlers_that_carry_on(module.read_text())}
+    assert ALLOWED <= present
+
+
+def test_the_check_finds_each_shape_of_broad_handler_that_carries_on() -> None:
+    source = """
+def swallows():
+    try:
+        pass
+    except Exception:
+        return None
+
+def bare():
+    try:
+        pass
+    except:
+        pass
+
+def in_a_tuple():
+    try:
+        pass
+    except (ValueError, BaseException) as e:
+        log(e)
+
+def translates():
+    try:
+        pass
+    except Exception as e:
+        raise ValueError("other") from e
+
+def reraises_only_sometimes():
+    try:
+        pass
+    except Exception as e:
+        if e.args:
+            return 1
+        raise
+
+def narrow():
+    try:
+        pass
+    except (ValueError, OSError):
+        return None
+
+def cleans_up_and_reraises():
+    try:
+        pass
+    except BaseException:
+        close()
+        raise
+"""
+    assert [name for name, _ in broad_handlers_that_carry_on(source)] == [
+        "swallows",
+        "bare",
+        "in_a_tuple",
+        "translates",
+        "reraises_only_sometimes",
+    ]
