@@ -93,7 +93,11 @@ def test_each_line_is_logged_at_the_poll_it_appears_and_the_end_carries_the_tail
     # The trigger's own records: where Airflow leaves the root logger at INFO (2.11), httpx's
     # request lines reach the same handler.
     lines = [r.getMessage() for r in caplog.records if r.name == "trigger"]
-    assert [m for m in lines if not m.startswith("Command")] == ["one", "two", "three"]
+    assert [m for m in lines if not m.startswith("Command")] == [
+        "[sandbox output] one",
+        "[sandbox output] two",
+        "[sandbox output] three",
+    ]
     assert made.cursor == len(b"one\ntwo\nthree\n")
 
 
