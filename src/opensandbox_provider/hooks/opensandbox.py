@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseHook
 
 from opensandbox_provider._sdk import OpenSandboxNotInstalled, require_sdk
+from opensandbox_provider._sdk_log import quiet_sdk_loggers
 from opensandbox_provider.hooks._form import connection_form_widgets, ui_field_behaviour
 
 if TYPE_CHECKING:
@@ -100,6 +101,8 @@ class OpenSandboxHook(BaseHook):
         """
         require_sdk()
         from opensandbox_provider._connection_config import ConnectionConfig
+
+        quiet_sdk_loggers()
 
         settings = (
             self._from_environment()
