@@ -41,9 +41,7 @@ def test_configuring_the_sdk_keeps_its_info_lines_out_of_the_log(caplog) -> None
 
 
 def test_airflows_namespace_levels_bring_them_back(monkeypatch, caplog) -> None:
-    monkeypatch.setenv(
-        "AIRFLOW__LOGGING__NAMESPACE_LEVELS", "sqlalchemy=WARNING, opensandbox=INFO"
-    )
+    monkeypatch.setenv("AIRFLOW__LOGGING__NAMESPACE_LEVELS", "sqlalchemy=WARNING, opensandbox=INFO")
     caplog.set_level(logging.INFO)
     configure_the_sdk()
     logging.getLogger("opensandbox.sync.sandbox").info("Killing sandbox: x")

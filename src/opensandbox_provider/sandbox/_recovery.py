@@ -74,8 +74,9 @@ def await_end(
     """
     Ask execd for command ``command_id`` until it has ended; give up as the module says.
 
-    ``last_contact`` is when the sandbox last sent a byte, ``give_up_at`` the command's
-    backstop, and ``overran`` the clause that says the backstop passed. ``gone`` asks the
+    ``last_contact`` is when execd last showed it was there (a byte of the stream, an answered
+    ping), ``give_up_at`` the command's backstop, and ``overran`` the clause that says the
+    backstop passed. ``gone`` asks the
     server whether the sandbox still exists; it is asked only after a quick refusal, which a
     killed sandbox gives and a network blip does not.
     """
