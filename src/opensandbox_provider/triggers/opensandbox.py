@@ -18,6 +18,7 @@ from opensandbox_provider.sandbox._background import BackgroundCommand
 from opensandbox_provider.sandbox._command_status import CommandStatus
 from opensandbox_provider.sandbox._events import BoundedTail
 from opensandbox_provider.sandbox._lease import RENEWALS_PER_LEASE
+from opensandbox_provider.sandbox._outcome import killed_at_deadline
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 # One read of the output takes at most this much, so a command that prints fast between two
@@ -189,12 +190,8 @@ class OpenSandboxCommandTrigger(BaseTrigger):
 
     def _ended(self, status: CommandStatus, tail: BoundedTail) -> TriggerEvent:
         exit_code = status.exit_status
-        # execd reports a command killed at its deadline as any other signal (-1); only the
-        # clock tells them apart.
-        timed_out = (
-            exit_code == -1
-            and status.duration is not None
-            and status.duration >= self.command_timeout
+        timed_out = status.duration is not None and killed_at_deadline(
+            exit_code, status.error, status.duration, self.command_timeout
         )
         text = tail.text()
         if exit_code != 0 and status.error:
