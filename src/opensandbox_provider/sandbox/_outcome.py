@@ -19,9 +19,9 @@ from opensandbox_provider.sandbox._events import BoundedTail, Ending, EventParse
 # Commands are quoted in the task log up to this length.
 _LOGGED_COMMAND = 120
 # How far short of its deadline a command killed at it may seem to have run. execd starts the
-# deadline's clock just before it starts the process and stamps the command's start once the
-# process is running (docs/execd-wire.rst, wire-timeout), so the time its status gives falls
-# short by what the start took, a few milliseconds, or more on a busy sandbox.
+# deadline's clock just before it starts the process, not when its status says the command
+# started (docs/execd-wire.rst, wire-timeout), so the time a status gives can fall short by what
+# the start took: a few milliseconds, or more on a busy sandbox.
 DEADLINE_TOLERANCE = 1.0
 # Go's words for a process ended by SIGKILL, the only signal execd's deadline sends.
 _KILLED = "signal: killed"
