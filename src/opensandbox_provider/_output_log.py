@@ -4,6 +4,11 @@ A command's output in the task log, line by line as it arrives, bounded per line
 The operator feeds it what execd streams, the trigger what a background command's log
 cursor returns; either may split a line anywhere, so the pieces of each stream are joined
 back into lines here, never holding more than one bounded line per stream.
+
+What a command prints is the guest's, not the provider's, so no line of it can pass for one of
+the provider's own: each is marked with the stream it came from, and the control characters a
+terminal would obey (a carriage return that rewrites the line, an escape sequence that clears
+the screen or recolours what follows) are written out as escapes instead.
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ class TaskLog(Protocol):
 # A line is logged up to this many bytes: a minified JSON document or a progress bar
 # redrawn without newlines would otherwise be one log record of any size.
 MAX_LOGGED_LINE = 16 * 1024
+# Every character a terminal may act on rather than print: the C0 controls but tab, DEL, and
+# the C1 controls, which some terminals take as the start of an escape sequence as they do ESC.
+_CONTROLS = [*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F, *range(0x80, 0xA0)]
+_VISIBLE = {code: "\\r" if code == 0x0D else f"\\x{code:02x}" for code in _CONTROLS}
 # Past this much output in all, no more lines are logged: a task log is read by people, and
 # a command that prints gigabytes has its output bounded by the streams' tails anyway.
 MAX_LOGGED_BYTES = 16 * 1024 * 1024
@@ -80,13 +89,10 @@ class OutputLog:
             )
             return
         self.logged += len(data)
-        text = data.decode("utf-8", errors="replace")
+        text = data.decode("utf-8", errors="replace").translate(_VISIBLE)
         if cut:
             text += f" [line cut at {self._max_line} bytes]"
-        if stream == "stderr":
-            self._log.info("[stderr] %s", text)
-        else:
-            self._log.info("%s", text)
+        self._log.info("[sandbox %s] %s", stream, text)
 
 
 class _PartialLine:

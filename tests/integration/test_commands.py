@@ -132,15 +132,34 @@ def test_a_frozen_sandbox_is_noticed_by_its_silence_and_destroyed(sandbox_on, pl
 @pytest.mark.slow
 @NEEDS_STALL_SWITCH
 def test_a_stream_of_heartbeats_that_never_ends_is_abandoned_past_its_budget(
-    sandbox_on, plain_server, monkeypatch
+    sandbox_on, plain_server
 ) -> None:
-    # The grace is shortened so the test does not wait the production 30 s past the budget.
-    monkeypatch.setattr(_execd, "BACKSTOP_GRACE", 2.0)
     sandbox = sandbox_on(plain_server, SandboxSpec(block_network=False, env={STALL: "heartbeat"}))
+    started = time.monotonic()
     result = sandbox.run("sleep 1", timeout=2)
+    elapsed = time.monotonic() - started
     assert (result.timed_out, result.sandbox_terminated) == (True, True)
-    assert "still open 2s past its 2s budget" in result.stderr
+    grace = _execd.BACKSTOP_GRACE
+    assert f"still open {grace:g}s past its 2s budget" in result.stderr
+    assert elapsed < 2 + grace + 2, f"returned after {elapsed:.1f}s"
     assert not plain_server.has_sandbox(sandbox.handle)
+
+
+@NEEDS_STALL_SWITCH
+def test_a_stream_dead_after_its_first_frame_returns_soon_after_its_deadline(
+    sandbox_on, plain_server
+) -> None:
+    # Past the deadline execd has killed the command, so a silent stream is dead: it is not
+    # pinged (the stand-in's silent stall holds the ping), and the status says how it ended.
+    sandbox = sandbox_on(plain_server, SandboxSpec(block_network=False, env={STALL: "silent"}))
+    started = time.monotonic()
+    result = sandbox.run("sleep 30", timeout=2)
+    elapsed = time.monotonic() - started
+    print(f"\n2 s deadline, stream dead after its first frame: returned after {elapsed:.2f}s")
+    assert elapsed < 12, f"returned after {elapsed:.1f}s"
+    assert (result.exit_code, result.timed_out, result.sandbox_terminated) == (-1, True, False)
+    assert "deadline had passed" in result.stderr
+    assert plain_server.has_sandbox(sandbox.handle)
 
 
 def test_reconnecting_is_not_charged_to_the_command(sandbox, backend_on, plain_server, monkeypatch):

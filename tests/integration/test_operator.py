@@ -28,6 +28,8 @@ from tests.network.sandboxes import Listener
 
 CONN_ID = "opensandbox_default"
 OPEN = SandboxSpec(block_network=False)
+# How the task log marks a line the command printed on stdout.
+STDOUT = "[sandbox stdout] "
 # Airflow's loggers are structlog's, which only a task runner routes anywhere; here each
 # operator and trigger logs to this standard logger instead, which the tests listen to.
 TASK_LOG = logging.getLogger("tests.operator.task_log")
@@ -181,15 +183,17 @@ def test_output_lines_reach_the_task_log_while_the_command_still_runs(
     )
     operator.execute({})
     finished = time.time()
-    first, second = lines.first("first"), lines.first("second")
+    first, second = lines.first(STDOUT + "first"), lines.first(STDOUT + "second")
     # The first line is logged as it is printed, seconds before the command's last line.
     assert second - first > 2.5
     assert finished - first > 2.5
-    assert "[stderr] oops" in lines.messages
+    assert "[sandbox stderr] oops" in lines.messages
     # The command's first line is the time it started, on the sandbox's clock, which is the
     # host's: the container shares its kernel.
     started_at, logged_at = next(
-        (float(message), at) for at, message in lines.records if message[:1].isdigit()
+        (float(message.removeprefix(STDOUT)), at)
+        for at, message in lines.records
+        if message.removeprefix(STDOUT)[:1].isdigit()
     )
     print(f"\ncommand start to its first line in the task log: {logged_at - started_at:.4f}s")
 
@@ -197,8 +201,8 @@ def test_output_lines_reach_the_task_log_while_the_command_still_runs(
 def test_output_past_a_lines_bound_is_cut_with_a_note(operator_on, plain_server, lines):
     operator = operator_on(plain_server, command="head -c 40000 /dev/zero | tr '\\0' a; echo")
     operator.execute({})
-    (cut,) = [message for message in lines.messages if message.startswith("aaaa")]
-    assert cut == "a" * 16384 + " [line cut at 16384 bytes]"
+    (cut,) = [message for message in lines.messages if message.startswith(STDOUT + "aaaa")]
+    assert cut == STDOUT + "a" * 16384 + " [line cut at 16384 bytes]"
 
 
 def test_killing_the_task_destroys_its_sandbox(operator_on, plain_server, lines):
@@ -214,7 +218,7 @@ def test_killing_the_task_destroys_its_sandbox(operator_on, plain_server, lines)
     worker = threading.Thread(target=run)
     worker.start()
     deadline = time.monotonic() + 60
-    while "started" not in lines.messages:
+    while STDOUT + "started" not in lines.messages:
         assert time.monotonic() < deadline, "the command never printed its first line"
         time.sleep(0.05)
     operator.on_kill()
@@ -262,7 +266,7 @@ def test_a_deferred_command_is_waited_for_by_the_trigger_and_finished_by_the_wor
         operator.execute({})
     assert deferral.value.method_name == "execute_complete"
     event = run_trigger(rebuilt(deferral.value.trigger))
-    assert "early" in lines.messages
+    assert "[sandbox output] early" in lines.messages
     assert (event["status"], event["exit_code"], event["timed_out"]) == ("ended", 0, False)
     result = OpenSandboxOperator.execute_complete(operator, {}, event)
     finished = time.time()

@@ -20,7 +20,7 @@ from opensandbox import SandboxSync
 from opensandbox_provider._connection_config import ConnectionConfig
 from opensandbox_provider.sandbox import _execd, _http
 from opensandbox_provider.sandbox._deadline import Deadline, keep_deadlines
-from opensandbox_provider.sandbox._execd import Execd
+from opensandbox_provider.sandbox._execd import Execd, StreamWindows
 from opensandbox_provider.sandbox._http import SandboxHttp
 from tests.unit.execd_wire import complete
 
@@ -182,19 +182,42 @@ def test_an_upload_answered_a_byte_at_a_time_ends_by_its_deadline(
     ends_by_its_deadline(lambda: execd.upload("/f", b"x", deadline=Deadline.after(DEADLINE)))
 
 
-@pytest.mark.parametrize("mode", ["headers", "chunk-size"])
 def test_a_command_stream_that_trickles_framing_is_given_up_at_its_backstop(
-    dripping: DrippingExecd, execd: Execd, monkeypatch: pytest.MonkeyPatch, mode: str
+    dripping: DrippingExecd, execd: Execd
 ) -> None:
     # Bytes keep coming, so the stream never stalls, yet none of them is an event: the
     # backstop, the command's budget plus its grace, must count them all.
-    monkeypatch.setattr(_execd, "BACKSTOP_GRACE", 0.5)
-    dripping.mode = mode
+    dripping.mode = "chunk-size"
     started = time.monotonic()
-    streamed = execd.run("true", timeout_ms=500, max_output_bytes=100, cwd=None)
+    streamed = quick(execd, past_deadline=0.5).run(
+        "true", timeout_ms=500, max_output_bytes=100, cwd=None
+    )
     elapsed = time.monotonic() - started
     assert streamed.abandoned is not None and "past its 0.5s budget" in streamed.abandoned
     assert elapsed < DEADLINE + SLACK, f"took {elapsed:.1f}s against a backstop of 1s"
+
+
+def test_command_headers_that_trickle_in_end_by_the_request_timeout_and_a_failed_ping(
+    dripping: DrippingExecd, execd: Execd
+) -> None:
+    # execd sends its headers once the command has started, so they are waited for for the
+    # request timeout, however long the stall window; a ping answered a byte at a time fails.
+    dripping.mode = "headers"
+    started = time.monotonic()
+    streamed = quick(execd, stall=0.2, ping=DEADLINE).run(
+        "true", timeout_ms=500, max_output_bytes=100, cwd=None
+    )
+    elapsed = time.monotonic() - started
+    assert streamed.abandoned is not None
+    assert "had not answered the command 5s after it was sent" in streamed.abandoned
+    assert "did not answer a ping within 1s" in streamed.abandoned
+    bound = READ_TIMEOUT + DEADLINE
+    assert bound <= elapsed < bound + SLACK, f"took {elapsed:.1f}s against {bound}s"
+
+
+def quick(execd: Execd, **windows: float) -> Execd:
+    """The same execd, with shorter stream windows."""
+    return Execd(execd._sandbox, execd._http, StreamWindows(**windows))
 
 
 @pytest.mark.parametrize("mode", ["headers", "body"])

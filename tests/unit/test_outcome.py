@@ -9,7 +9,12 @@ from __future__ import annotations
 import pytest
 
 from opensandbox_provider.sandbox._events import Ending, EventParser
-from opensandbox_provider.sandbox._outcome import StreamedCommand, command_result, log_line
+from opensandbox_provider.sandbox._outcome import (
+    StreamedCommand,
+    command_result,
+    killed_at_deadline,
+    log_line,
+)
 from tests.unit.execd_wire import complete, failed, frame
 
 NOT_STARTED = 'exec: "bash": executable file not found in $PATH'
@@ -49,6 +54,39 @@ def test_a_kill_once_the_deadline_has_passed_is_a_timeout_and_names_the_signal()
     result = result_of(streamed(failed("-1", "signal: killed")), elapsed=BUDGET)
     assert (result.exit_code, result.timed_out, result.sandbox_terminated) == (-1, True, False)
     assert result.stderr == "err\nsignal: killed\n"
+
+
+def test_a_kill_that_execds_clock_puts_a_little_before_the_deadline_is_still_a_timeout() -> None:
+    # execd starts the deadline's clock before the process: the time it gives can fall short.
+    result = result_of(streamed(failed("-1", "signal: killed")), elapsed=BUDGET - 0.3)
+    assert (result.exit_code, result.timed_out) == (-1, True)
+
+
+def test_a_sigkill_well_before_the_deadline_is_not_a_timeout() -> None:
+    result = result_of(streamed(failed("-1", "signal: killed")), elapsed=BUDGET - 2)
+    assert (result.exit_code, result.timed_out) == (-1, False)
+
+
+def test_a_signal_other_than_sigkill_is_never_the_deadlines() -> None:
+    result = result_of(streamed(failed("-1", "signal: terminated")), elapsed=BUDGET + 1)
+    assert (result.exit_code, result.timed_out) == (-1, False)
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "how", "ran_for", "expected"),
+    [
+        (-1, "signal: killed", BUDGET - 0.3, True),
+        (-1, "", BUDGET - 0.3, True),
+        (-1, "signal: killed", BUDGET - 1.5, False),
+        (-1, "signal: interrupt", BUDGET, False),
+        (137, "", BUDGET, False),
+    ],
+)
+def test_a_status_says_a_deadline_kill_by_the_clock_with_a_tolerance_and_the_signal(
+    exit_code: int, how: str, ran_for: float, expected: bool
+) -> None:
+    # What the trigger reads: execd's own started_at and finished_at, and Go's words.
+    assert killed_at_deadline(exit_code, how, ran_for, BUDGET) is expected
 
 
 def test_a_signal_before_the_deadline_is_not_a_timeout_and_names_the_signal() -> None:

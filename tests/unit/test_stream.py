@@ -11,13 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
+from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
 from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.exceptions import SandboxApiException
 from opensandbox.models.sandboxes import SandboxEndpoint
 
 from opensandbox_provider.sandbox import _deadline, _execd, _http, _recovery
-from opensandbox_provider.sandbox._execd import Execd
+from opensandbox_provider.sandbox._execd import Execd, StreamWindows
 from opensandbox_provider.sandbox._http import SandboxHttp
 from tests.unit.execd_wire import complete, frame
 
@@ -26,6 +26,10 @@ HOLD = 60.0
 # Generous bound on a call that should return long before it: only there so a broken reader
 # fails the test instead of hanging it.
 NO_HANG = 20.0
+# A stall window short enough for a test; the rest as in production.
+QUICK = StreamWindows(stall=0.5)
+# What a bounded call may take past its bound on a loaded machine.
+SLACK = 1.5
 
 
 class ScriptedExecd:
@@ -37,6 +41,8 @@ class ScriptedExecd:
         # Off: a ping is answered 501, as by a server that is not execd; on: 200, as execd does.
         self.answers_ping = False
         self.pings = 0
+        # When each ping came, on the monotonic clock.
+        self.pinged_at: list[float] = []
         # The answers to GET /command/status/{id}, in turn, the last one for every later
         # request: (status code, JSON body). None is no answer at all (the request is held).
         self.statuses: list[tuple[int, dict] | None] = [(501, {})]
@@ -63,6 +69,7 @@ class ScriptedExecd:
                     self.wfile.write(data)
                     return
                 execd.pings += 1
+                execd.pinged_at.append(time.monotonic())
                 self.send_response(200 if execd.answers_ping else 501)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -96,17 +103,21 @@ class LoopbackSandbox:
 
     id = "loopback"
 
-    def __init__(self, port: int) -> None:
-        self.connection_config = ConnectionConfigSync(request_timeout=timedelta(seconds=5))
+    def __init__(self, port: int, request_timeout: float = 5.0) -> None:
+        self.connection_config = ConnectionConfigSync(
+            request_timeout=timedelta(seconds=request_timeout)
+        )
         self._port = port
 
     def get_endpoint(self, port: int) -> SandboxEndpoint:
         return SandboxEndpoint(endpoint=f"127.0.0.1:{self._port}")
 
 
-def loopback_execd(port: int) -> Execd:
-    sandbox = LoopbackSandbox(port)
-    return Execd(sandbox, SandboxHttp(sandbox))
+def loopback_execd(
+    port: int, windows: StreamWindows | None = None, request_timeout: float = 5.0
+) -> Execd:
+    sandbox = LoopbackSandbox(port, request_timeout)
+    return Execd(sandbox, SandboxHttp(sandbox), windows)
 
 
 def event_stream(handler: BaseHTTPRequestHandler) -> None:
@@ -156,8 +167,10 @@ def run(
     *,
     timeout_ms: int = 600_000,
     gone: Callable[[], bool] = lambda: False,
+    windows: StreamWindows | None = None,
+    request_timeout: float = 5.0,
 ) -> object:
-    return loopback_execd(execd.port).run(
+    return loopback_execd(execd.port, windows, request_timeout).run(
         command, timeout_ms=timeout_ms, max_output_bytes=100, cwd=None, gone=gone
     )
 
@@ -207,16 +220,14 @@ def test_the_command_and_its_deadline_are_sent_to_execd(execd_with) -> None:
     assert execd.requests == [{"command": "sleep 1", "timeout": 2500}]
 
 
-def test_a_silent_stream_is_abandoned_as_stalled(execd_with, monkeypatch) -> None:
-    monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
-
+def test_a_silent_stream_is_abandoned_as_stalled(execd_with) -> None:
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
         send(handler, frame("init", "id") + frame("stdout", "before the stall"))
         time.sleep(HOLD)
 
     execd = execd_with(script)
-    outcome = run_in_thread(lambda: run(execd))
+    outcome = run_in_thread(lambda: run(execd, windows=QUICK))
     assert outcome["returned"]
     streamed = outcome["result"]
     assert "sent nothing for 0.5s" in streamed.abandoned
@@ -224,10 +235,9 @@ def test_a_silent_stream_is_abandoned_as_stalled(execd_with, monkeypatch) -> Non
     assert streamed.parser.stdout.text() == "before the stall\n"
 
 
-def test_a_silence_is_waited_out_while_execd_answers_its_ping(execd_with, monkeypatch) -> None:
+def test_a_silence_is_waited_out_while_execd_answers_its_ping(execd_with) -> None:
     # The real execd sends nothing for longer than the window while it encodes one huge line,
     # and answers a ping meanwhile: the command must not be abandoned for it.
-    monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
 
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
@@ -237,7 +247,7 @@ def test_a_silence_is_waited_out_while_execd_answers_its_ping(execd_with, monkey
 
     execd = execd_with(script)
     execd.answers_ping = True
-    outcome = run_in_thread(lambda: run(execd))
+    outcome = run_in_thread(lambda: run(execd, windows=QUICK))
     assert outcome["returned"]
     streamed = outcome["result"]
     assert streamed.abandoned is None
@@ -247,44 +257,142 @@ def test_a_silence_is_waited_out_while_execd_answers_its_ping(execd_with, monkey
 
 
 def test_a_silence_with_execd_not_answering_its_ping_is_abandoned_and_says_so(
-    execd_with, monkeypatch
+    execd_with,
 ) -> None:
-    monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
-
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
         send(handler, frame("init", "id"))
         time.sleep(HOLD)
 
     execd = execd_with(script)
-    outcome = run_in_thread(lambda: run(execd))
+    outcome = run_in_thread(lambda: run(execd, windows=QUICK))
     assert outcome["returned"]
     assert "execd did not answer a ping" in outcome["result"].abandoned
     assert execd.pings == 1
 
 
-def test_a_stream_silent_before_its_first_byte_is_abandoned_as_stalled(
-    execd_with, monkeypatch
+def test_a_slow_start_is_waited_for_for_the_request_timeout_not_the_stall_window(
+    execd_with,
 ) -> None:
-    monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
+    # execd sends its headers with the first event, once the process has started.
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        time.sleep(1.5)  # three stall windows
+        event_stream(handler)
+        send(handler, frame("init", "id") + complete())
+
+    execd = execd_with(script)
+    streamed = run(execd, windows=StreamWindows(stall=0.5), request_timeout=5.0)
+    assert (streamed.abandoned, streamed.ending.exit_code) == (None, 0)
+    assert execd.pings == 0
+
+
+def test_a_command_never_answered_is_abandoned_only_once_a_ping_fails_and_says_so(
+    execd_with,
+) -> None:
     execd = execd_with(lambda handler: time.sleep(HOLD))
-    outcome = run_in_thread(lambda: run(execd))
+    started = time.monotonic()
+    outcome = run_in_thread(
+        lambda: run(execd, windows=StreamWindows(ping=0.5), request_timeout=1.0)
+    )
     assert outcome["returned"]
-    assert "sent nothing for 0.5s" in outcome["result"].abandoned
+    assert outcome["result"].abandoned == (
+        "execd had not answered the command 1s after it was sent, and then did not answer a "
+        "ping within 0.5s"
+    )
+    assert execd.pings == 1
+    assert time.monotonic() - started < 1.0 + 0.5 + 1.5
 
 
-def test_heartbeats_without_an_end_are_abandoned_past_the_budget(execd_with, monkeypatch) -> None:
-    monkeypatch.setattr(_execd, "BACKSTOP_GRACE", 0.5)
+def test_a_command_never_answered_by_an_execd_that_answers_its_ping_keeps_the_sandbox(
+    execd_with,
+) -> None:
+    # execd is there but has not started the command: the sandbox is not destroyed for it,
+    # and the error says the command was not sent twice.
+    execd = execd_with(lambda handler: time.sleep(HOLD))
+    execd.answers_ping = True
+    outcome = run_in_thread(lambda: run(execd, request_timeout=1.0))
+    assert outcome["returned"]
+    error = outcome["error"]
+    assert isinstance(error, SandboxError) and not isinstance(error, SandboxTerminalError)
+    assert "had not started the command 1s after it was sent" in str(error)
+    assert "was not sent again" in str(error)
+    assert execd.pings == 1
 
+
+def test_heartbeats_without_an_end_are_abandoned_past_the_budget(execd_with) -> None:
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
         send(handler, frame("init", "id"))
         hold_with_heartbeats(handler, interval=0.1)
 
     execd = execd_with(script)
-    outcome = run_in_thread(lambda: run(execd, timeout_ms=200))
+    started = time.monotonic()
+    outcome = run_in_thread(
+        lambda: run(execd, windows=StreamWindows(past_deadline=0.5), timeout_ms=200)
+    )
     assert outcome["returned"]
     assert "still open 0.5s past its 0.2s budget" in outcome["result"].abandoned
+    elapsed = time.monotonic() - started
+    assert 0.7 <= elapsed < 0.7 + SLACK, f"given up {elapsed:.2f}s after the start"
+
+
+def test_a_stream_silent_past_its_deadline_is_dead_whatever_execds_ping_says(execd_with) -> None:
+    # The stream dies after its first frame while execd answers every ping. Past the deadline
+    # execd has killed the command, so no ping is sent: the command's status says how it ended.
+    execd = execd_with(silent_after(frame("init", "id")))
+    execd.answers_ping = True
+    execd.statuses = [ended(-1, "signal: killed")]
+    started = time.monotonic()
+    outcome = run_in_thread(
+        lambda: run(execd, windows=StreamWindows(stall=0.5, past_deadline=2.0), timeout_ms=200)
+    )
+    elapsed = time.monotonic() - started
+    streamed = outcome["result"]
+    assert (streamed.abandoned, streamed.ending.exit_code) == (None, -1)
+    assert "the command's 0.2s deadline had passed" in streamed.broke
+    assert execd.pings == 0
+    assert execd.status_requests == ["id"]
+    # The first silent window ends past the deadline, and the status answers at once.
+    assert elapsed < 0.2 + 0.5 + SLACK, f"took {elapsed:.2f}s"
+
+
+def test_a_stream_silent_before_its_deadline_is_pinged_until_the_deadline_then_recovered(
+    execd_with,
+) -> None:
+    execd = execd_with(silent_after(frame("init", "id")))
+    execd.answers_ping = True
+    execd.statuses = [ended(-1, "signal: killed")]
+    started = time.monotonic()
+    outcome = run_in_thread(
+        lambda: run(execd, windows=StreamWindows(stall=0.5, past_deadline=2.0), timeout_ms=2000)
+    )
+    elapsed = time.monotonic() - started
+    streamed = outcome["result"]
+    assert (streamed.abandoned, streamed.ending.exit_code) == (None, -1)
+    # Silent windows end at about 0.5, 1, 1.5 and 2 s: the first three are before the deadline.
+    assert execd.pings >= 2
+    assert all(at - started < 2.0 for at in execd.pinged_at)
+    assert "deadline had passed" in streamed.broke
+    assert 2.0 <= elapsed < 2.0 + 0.5 + SLACK, f"took {elapsed:.2f}s"
+
+
+def test_a_silent_stream_whose_status_never_comes_is_given_up_by_the_deadline_plus_grace(
+    execd_with,
+) -> None:
+    execd = execd_with(silent_after(frame("init", "id")))
+    execd.answers_ping = True
+    execd.statuses = [None]  # every status request held unanswered
+    started = time.monotonic()
+    outcome = run_in_thread(
+        lambda: run(execd, windows=StreamWindows(stall=0.3, past_deadline=0.6), timeout_ms=200)
+    )
+    elapsed = time.monotonic() - started
+    abandoned = outcome["result"].abandoned
+    assert "deadline had passed" in abandoned
+    # Given up at the deadline plus its grace, before the unreachable bound (1 s here).
+    assert "execd had still not said how the command ended 0.6s past its 0.2s budget" in abandoned
+    assert execd.pings == 0
+    assert 0.8 <= elapsed < 0.8 + SLACK, f"took {elapsed:.2f}s"
 
 
 def test_a_refused_command_raises_the_sdk_error_with_execds_message(execd_with) -> None:
@@ -434,15 +542,14 @@ RUNNING = (200, {"id": "id", "running": True, "started_at": "2026-01-01T00:00:00
 
 
 def test_a_stalled_stream_whose_command_execd_still_knows_returns_its_real_end(
-    execd_with, monkeypatch
+    execd_with,
 ) -> None:
     # The stream goes silent and the ping unanswered, as through a network blip; execd's
     # status answers, first that the command runs, then how it ended.
-    monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
 
     execd = execd_with(silent_after(frame("init", "id") + frame("stdout", "before the break")))
     execd.statuses = [RUNNING, RUNNING, ended(7, "exit status 7")]
-    outcome = run_in_thread(lambda: run(execd))
+    outcome = run_in_thread(lambda: run(execd, windows=QUICK))
     assert outcome["returned"]
     streamed = outcome["result"]
     assert streamed.abandoned is None
@@ -484,13 +591,11 @@ def test_a_refused_status_of_a_sandbox_the_server_calls_gone_stops_at_once(execd
 
 
 def test_a_stream_whose_execd_stays_silent_is_given_up_past_the_bound(
-    execd_with, monkeypatch
+    execd_with,
 ) -> None:
-    monkeypatch.setattr(_execd, "STALL_WINDOW", 0.5)
-
     execd = execd_with(silent_after(frame("init", "id")))
     execd.statuses = [None]  # held: no answer at all
-    outcome = run_in_thread(lambda: run(execd))
+    outcome = run_in_thread(lambda: run(execd, windows=QUICK))
     assert outcome["returned"]
     abandoned = outcome["result"].abandoned
     assert "sent nothing for 0.5s" in abandoned

@@ -247,7 +247,12 @@ def test_each_line_is_logged_at_the_poll_it_appears_and_the_end_carries_each_str
         "timed_out": False,
     }
     lines = [m for m in logged(caplog) if not m.startswith("Command")]
-    assert lines == ["one", "two", "[stderr] warn", "three"]
+    assert lines == [
+        "[sandbox stdout] one",
+        "[sandbox stdout] two",
+        "[sandbox stderr] warn",
+        "[sandbox stdout] three",
+    ]
     assert made.cursors == {"stdout": len(b"one\ntwo\nthree\n"), "stderr": len(b"warn\n")}
 
 

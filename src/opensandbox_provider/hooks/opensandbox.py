@@ -17,6 +17,7 @@ import httpx
 from airflow.providers.common.compat.sdk import BaseHook
 
 from opensandbox_provider._sdk import OpenSandboxNotInstalled, require_sdk
+from opensandbox_provider._sdk_log import quiet_sdk_loggers
 from opensandbox_provider.hooks._form import connection_form_widgets, ui_field_behaviour
 
 if TYPE_CHECKING:
@@ -108,6 +109,8 @@ class OpenSandboxHook(BaseHook):
         """
         require_sdk()
         from opensandbox_provider._connection_config import ConnectionConfig
+
+        quiet_sdk_loggers()
 
         settings = (
             self._from_environment()

@@ -21,7 +21,7 @@ import posixpath
 import shlex
 import time
 from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,10 +51,15 @@ STALL_WINDOW = 10.0
 # and the stream is given up only when that goes unanswered this long too: a frozen or vanished
 # sandbox is noticed within the two added up.
 LIVENESS_PROBE_TIMEOUT = 15.0
-# A stream whose heartbeats keep coming but which never ends is given up this long past
-# the command's budget; execd kills a command at its deadline, so this is never reached
-# by a healthy one.
-BACKSTOP_GRACE = 30.0
+# How long past its deadline a command's stream is read at most, heartbeats or not, and how long
+# past it a silent stream is asked after through the command's status. At its deadline execd
+# sends SIGKILL to the command's whole process group, with no SIGTERM first, writes the error
+# event within milliseconds, after any output still unread, and ends the response one second
+# later, sending a heartbeat every 3 s until then (docs/execd-wire.rst, wire-timeout, wire-ping,
+# wire-grace). So a healthy stream has ended about a second past the deadline, and the status
+# says the command ended as soon as its group is dead: 10 s past it is the grace and three
+# heartbeats missed, and what is still open then is dead, whatever execd's ping says.
+BACKSTOP_GRACE = 10.0
 # How often a new sandbox's execd is asked whether it is up. A refused or proxied ping
 # answers in milliseconds, so polling this often costs nothing and saves the SDK's
 # half-second backoff on a daemon that usually starts within a fraction of a second.
@@ -127,12 +132,42 @@ class Entry:
     is_directory: bool
 
 
+@dataclass(frozen=True)
+class StreamWindows:
+    """
+    How long a command's stream may be silent, how long a ping about it may take, and how long
+    past the command's deadline the stream lasts at most; the defaults are the module's.
+    """
+
+    stall: float = STALL_WINDOW
+    ping: float = LIVENESS_PROBE_TIMEOUT
+    past_deadline: float = BACKSTOP_GRACE
+
+
+@dataclass(frozen=True)
+class _Break:
+    """How a command's stream broke before its terminal event, for :meth:`Execd._recover`."""
+
+    # Why, as a clause for a sentence.
+    why: str
+    # When execd last showed it was there, and when the command is given up on.
+    last_contact: float
+    give_up_at: float
+    # The clause that says the command was given up on at its backstop.
+    overran: str
+    # The transport error, when the connection dropped.
+    dropped: httpx.TransportError | None
+
+
 class Execd:
     """The execd of one sandbox, reached through that sandbox's :class:`SandboxHttp`."""
 
-    def __init__(self, sandbox: SandboxSync, http: SandboxHttp) -> None:
+    def __init__(
+        self, sandbox: SandboxSync, http: SandboxHttp, windows: StreamWindows | None = None
+    ) -> None:
         self._sandbox = sandbox
         self._http = http
+        self._windows = windows or StreamWindows()
 
     def ping(self, *, within: float) -> bool:
         """
@@ -204,9 +239,13 @@ class Execd:
         ``background``, the stream ends as soon as the command has started, and carries its id
         but none of its output (docs/execd-wire.rst, wire-background). The stream is read
         incrementally and given up on once the terminal event has arrived, rather than
-        waiting out execd's grace after it (docs/execd-wire.rst, wire-grace), and once it is
-        silent for :data:`STALL_WINDOW` seconds with execd answering no ping for
-        :data:`LIVENESS_PROBE_TIMEOUT` more, or open :data:`BACKSTOP_GRACE` past the budget.
+        waiting out execd's grace after it (docs/execd-wire.rst, wire-grace).
+
+        execd answers once the command has started, so the answer's headers are waited for
+        for the connection's request timeout. Then the stream is given up on once it is silent
+        for the stall window: before the command's deadline only when execd answers no ping
+        either, past it at once, since execd has killed the command by then; and it is given
+        up on, heartbeats or not, :data:`BACKSTOP_GRACE` past the deadline.
 
         A foreground stream that breaks before its terminal event, silent or dropped, is not
         the command's end: how the command ends is then asked of execd (see :mod:`._recovery`),
@@ -218,57 +257,126 @@ class Execd:
             body["cwd"] = cwd
         if background:
             body["background"] = True
-        timeouts = httpx.Timeout(self._http.request_timeout, read=STALL_WINDOW)
-        give_up_at = time.monotonic() + timeout_ms / 1000 + BACKSTOP_GRACE
         parser = EventParser(max_output_bytes, on_output)
+        # The stream is closed before a break is recovered from: execd may be holding it.
+        with ExitStack() as opened:
+            response = self._answer(body, opened)
+            if isinstance(response, str):
+                return StreamedCommand(parser, abandoned=response)
+            # execd starts the deadline's clock before it sends the headers, so on this clock
+            # the command is killed by then plus its budget, or sooner.
+            kill_by = time.monotonic() + timeout_ms / 1000
+            read = self._read_stream(response, parser, kill_by, timeout_ms / 1000, background)
+        if isinstance(read, StreamedCommand):
+            return read
+        return self._recover(parser, read, gone)
+
+    def _answer(self, body: dict[str, object], opened: ExitStack) -> httpx.Response | str:
+        """
+        execd's answer to ``body``, with its stream unread and closed with ``opened``; or, when
+        no answer came and execd then answered no ping either, why the sandbox is given up on.
+
+        execd commits its headers with the command's first event, once the process has
+        started (docs/execd-wire.rst, wire-framing), so a slow start is no stall: the headers
+        are waited for for the request timeout, bytes dripped into them included.
+        """
+        waited = self._http.request_timeout
+        try:
+            # execd answers a command it accepted with exactly 200
+            # (docs/execd-wire.rst, wire-command-request).
+            with bounded_by(time.monotonic() + waited):
+                response = opened.enter_context(
+                    self._http.stream(
+                        "POST",
+                        EXECD_PORT,
+                        "/command",
+                        "Run command",
+                        json=body,
+                        headers=_EVENT_STREAM_HEADERS,
+                        timeout=waited,
+                        expect=200,
+                    )
+                )
+        except httpx.TimeoutException as e:
+            if not isinstance(e, (httpx.ReadTimeout, httpx.PoolTimeout)):
+                raise
+            if not self.ping(within=self._windows.ping):
+                return (
+                    f"execd had not answered the command {waited:g}s after it was sent, and "
+                    f"then did not answer a ping within {self._windows.ping:g}s"
+                )
+            raise SandboxError(
+                f"Sandbox {self._sandbox.id} answers its health check, but its execd had not "
+                f"started the command {waited:g}s after it was sent. The command was not sent "
+                "again: it may still start, and execd kills it at its deadline. Run it again "
+                "once the sandbox is less busy, or raise the connection's request_timeout."
+            ) from e
+        _require_event_stream(response)
+        # Past the headers, a read waits for the stall window: on the socket path each read says
+        # so itself, and any other transport takes it from the request, read by read.
+        timeouts = dict(response.request.extensions.get("timeout", {}))
+        response.request.extensions["timeout"] = {**timeouts, "read": self._windows.stall}
+        return response
+
+    def _read_stream(
+        self,
+        response: httpx.Response,
+        parser: EventParser,
+        kill_by: float,
+        budget: float,
+        background: bool,
+    ) -> StreamedCommand | _Break:
+        """Read the command's stream into ``parser``: how it ended, or how it broke."""
+        windows = self._windows
+        give_up_at = kill_by + windows.past_deadline
         overran = (
-            f"the command's stream was still open {BACKSTOP_GRACE:g}s past its "
-            f"{timeout_ms / 1000:g}s budget"
+            f"the command's stream was still open {windows.past_deadline:g}s past its "
+            f"{budget:g}s budget"
         )
-        past_budget = False
-        last_byte = time.monotonic()
+        # When execd last showed it was there: a byte of the stream, or an answered ping.
+        last_contact = time.monotonic()
+        # Why the last silence was not waited out, once one was not.
+        silence: str | None = None
         dropped: httpx.TransportError | None = None
 
         def still_alive() -> bool:
-            nonlocal past_budget
-            past_budget = time.monotonic() > give_up_at
-            return not past_budget and self.ping(within=LIVENESS_PROBE_TIMEOUT)
+            nonlocal silence, last_contact
+            now = time.monotonic()
+            if now >= kill_by:
+                silence = (
+                    f"the sandbox sent nothing for {windows.stall:g}s, and by then the "
+                    f"command's {budget:g}s deadline had passed, at which execd kills it and "
+                    "ends its stream"
+                )
+                return False
+            # A ping says whether the command may still be running; past the deadline only
+            # its status can say how it ended.
+            within = min(windows.ping, kill_by - now)
+            if self.ping(within=within):
+                last_contact = time.monotonic()
+                return True
+            silence = (
+                f"the sandbox sent nothing for {windows.stall:g}s, not even execd's heartbeat, "
+                f"and execd did not answer a ping within {within:.3g}s"
+            )
+            return False
 
         try:
-            # execd answers a command it accepted with exactly 200
-            # (docs/execd-wire.rst, wire-command-request). The backstop bounds every read,
-            # the headers' and the chunk framing's too, so nothing the sandbox sends can
-            # stretch it.
-            with (
-                bounded_by(give_up_at),
-                self._http.stream(
-                    "POST",
-                    EXECD_PORT,
-                    "/command",
-                    "Run command",
-                    json=body,
-                    headers=_EVENT_STREAM_HEADERS,
-                    timeout=timeouts,
-                    expect=200,
-                ) as response,
-            ):
-                _require_event_stream(response)
-                for chunk in iter_body(response, STALL_WINDOW, still_alive):
-                    last_byte = time.monotonic()
+            # Every read ends by the backstop, the chunk framing's too, so nothing the sandbox
+            # sends can stretch it.
+            with bounded_by(give_up_at):
+                for chunk in iter_body(response, windows.stall, still_alive):
+                    last_contact = time.monotonic()
                     parser.feed(chunk)
                     if parser.ending is not None:
                         return StreamedCommand(parser, abandoned=None)
-                    if time.monotonic() > give_up_at:
+                    if last_contact > give_up_at:
                         return StreamedCommand(parser, abandoned=overran)
         except httpx.TransportError as e:
-            if past_budget or time.monotonic() >= give_up_at:
+            if time.monotonic() >= give_up_at:
                 return StreamedCommand(parser, abandoned=overran)
             if isinstance(e, httpx.ReadTimeout):
-                broke = (
-                    f"the sandbox sent nothing for {STALL_WINDOW:g}s, not even execd's "
-                    f"heartbeat, and execd did not answer a ping within "
-                    f"{LIVENESS_PROBE_TIMEOUT:g}s"
-                )
+                broke = silence or f"the sandbox sent nothing for {windows.stall:g}s"
             elif parser.command_id is None:
                 # Nothing says the command started, so there is nothing to ask about.
                 raise
@@ -283,21 +391,19 @@ class Execd:
             broke = ENDED_EARLY
         if background or parser.command_id is None:
             return StreamedCommand(parser, abandoned=broke)
-        return self._recover(parser, broke, last_byte, give_up_at, overran, gone, dropped)
+        unsaid = (
+            f"execd had still not said how the command ended {windows.past_deadline:g}s past "
+            f"its {budget:g}s budget"
+        )
+        return _Break(broke, last_contact, give_up_at, unsaid, dropped)
 
     def _recover(
-        self,
-        parser: EventParser,
-        broke: str,
-        last_byte: float,
-        give_up_at: float,
-        overran: str,
-        gone: Callable[[], bool],
-        dropped: httpx.TransportError | None,
+        self, parser: EventParser, broken: _Break, gone: Callable[[], bool]
     ) -> StreamedCommand:
-        """How a command whose stream ``broke`` ended, asked of execd (see :mod:`._recovery`)."""
+        """How a command whose stream broke ended, asked of execd (see :mod:`._recovery`)."""
         command_id = parser.command_id
         assert command_id is not None
+        broke, dropped = broken.why, broken.dropped
         log.warning(
             "Sandbox %s: the stream of command %s broke (%s); asking execd how it ends.",
             self._sandbox.id,
@@ -308,9 +414,9 @@ class Execd:
             self._http,
             EXECD_PORT,
             command_id,
-            last_contact=last_byte,
-            give_up_at=give_up_at,
-            overran=overran,
+            last_contact=broken.last_contact,
+            give_up_at=broken.give_up_at,
+            overran=broken.overran,
             gone=gone,
         )
         if isinstance(outcome, GaveUp):

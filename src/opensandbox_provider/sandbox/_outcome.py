@@ -18,6 +18,27 @@ from opensandbox_provider.sandbox._events import BoundedTail, Ending, EventParse
 
 # Commands are quoted in the task log up to this length.
 _LOGGED_COMMAND = 120
+# How far short of its deadline a command killed at it may seem to have run. execd starts the
+# deadline's clock just before it starts the process, not when its status says the command
+# started (docs/execd-wire.rst, wire-timeout), so the time a status gives can fall short by what
+# the start took: a few milliseconds, or more on a busy sandbox.
+DEADLINE_TOLERANCE = 1.0
+# Go's words for a process ended by SIGKILL, the only signal execd's deadline sends.
+_KILLED = "signal: killed"
+
+
+def killed_at_deadline(exit_code: int | None, how: str, ran_for: float, deadline: float) -> bool:
+    """
+    Whether a command that ended with ``exit_code`` after ``ran_for`` seconds, as execd says
+    it did in ``how``, was killed by execd at its ``deadline``.
+
+    execd reports a deadline's kill as any other signal, -1 (docs/execd-wire.rst, wire-exit),
+    so the clock decides, with :data:`DEADLINE_TOLERANCE` for execd's; a signal other than
+    SIGKILL is never the deadline's.
+    """
+    if exit_code != -1 or (how and _KILLED not in how):
+        return False
+    return ran_for >= deadline - DEADLINE_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -69,8 +90,7 @@ def command_result(
         if ending.exit_code in (None, -1) and ending.message:
             # Only the message says what happened: a signal's name, or why it never started.
             parser.stderr.append(ending.message.encode("utf-8", "replace") + b"\n")
-        # Only the clock tells a deadline from a command killed by a signal.
-        timed_out = ending.exit_code == -1 and elapsed >= applied
+        timed_out = killed_at_deadline(ending.exit_code, ending.message, elapsed, applied)
         if streamed.broke is not None:
             parser.stderr.append(
                 f"The connection to the sandbox broke while the command ran ({streamed.broke}); "

@@ -6,8 +6,8 @@ command's events stalls or its connection drops, the command goes on, and execd 
 status (docs/execd-wire.rst, wire-status). So a broken stream is not a lost command: its end is
 asked for by id, on a fresh connection, until execd says it ended. Only two things give the
 command up, after which the caller destroys the sandbox to end it: execd answering nothing for
-:data:`EXECD_UNREACHABLE_BOUND` seconds since the last byte it sent, or the command's deadline
-plus the backstop's grace passing.
+:data:`EXECD_UNREACHABLE_BOUND` seconds since it last showed it was there (a byte of the stream
+or an answered ping), or the command's deadline plus the backstop's grace passing.
 
 What the command wrote after the break cannot be read back: execd's log endpoint serves only
 background commands and refuses a foreground one (docs/execd-wire.rst, wire-logs). The result
@@ -33,10 +33,10 @@ from opensandbox_provider.sandbox._deadline import bounded_by
 from opensandbox_provider.sandbox._errors import status_of, transport_errors
 from opensandbox_provider.sandbox._http import SandboxHttp, read_at_most
 
-# How long execd may answer nothing at all, counted from the last byte it sent, before the
-# sandbox is taken for frozen or gone. It covers a network blip between the worker and the
-# sandbox; a frozen sandbox is noticed this long after it froze, which is still sooner than a
-# backstop of the budget plus 30 s on any but the shortest budget.
+# How long execd may answer nothing at all, counted from when it last showed it was there,
+# before the sandbox is taken for frozen or gone. It covers a network blip between the worker
+# and the sandbox; a frozen sandbox is noticed this long after it froze, or at the backstop of
+# the deadline plus its grace, whichever comes first.
 EXECD_UNREACHABLE_BOUND = 30.0
 # How often execd is asked while the command still runs: a status read costs one small request.
 STATUS_POLL_INTERVAL = 1.0
@@ -74,8 +74,9 @@ def await_end(
     """
     Ask execd for command ``command_id`` until it has ended; give up as the module says.
 
-    ``last_contact`` is when the sandbox last sent a byte, ``give_up_at`` the command's
-    backstop, and ``overran`` the clause that says the backstop passed. ``gone`` asks the
+    ``last_contact`` is when execd last showed it was there (a byte of the stream, an answered
+    ping), ``give_up_at`` the command's backstop, and ``overran`` the clause that says the
+    backstop passed. ``gone`` asks the
     server whether the sandbox still exists; it is asked only after a quick refusal, which a
     killed sandbox gives and a network blip does not.
     """

@@ -75,11 +75,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     sends no policy, so a server without the sidecar runs it.
 
     Commands run over execd's event stream, read here rather than through the SDK: held to
-    ``max_output_bytes``, returned at execd's terminal event, and abandoned with their
-    sandbox once silent for ``STALL_WINDOW`` seconds with no answer to a ping for
-    ``LIVENESS_PROBE_TIMEOUT`` more (:mod:`~opensandbox_provider.sandbox._execd`). execd
-    enforces each command's deadline itself, so a command out of time is killed and the
-    sandbox and its files stay.
+    ``max_output_bytes`` and returned at execd's terminal event. A stream that breaks, or
+    stays silent for ``STALL_WINDOW`` seconds (past the command's deadline at once, before it
+    only when execd answers no ping either), has the command's end read from execd's status;
+    a sandbox that cannot say how its command ended, or whose stream is still open
+    ``BACKSTOP_GRACE`` seconds past the deadline, is destroyed to end it
+    (:mod:`~opensandbox_provider.sandbox._execd`). execd enforces each command's deadline
+    itself, so a command out of time is killed and the sandbox and its files stay.
 
     A sandbox's server-side lifetime is a lease: while something holds it (the toolset
     that created it, or a task attached to it) it is renewed to one lease from now, three

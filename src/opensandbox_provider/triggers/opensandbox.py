@@ -20,6 +20,7 @@ from opensandbox_provider.sandbox._background import BackgroundCommand, OutputPi
 from opensandbox_provider.sandbox._command_status import CommandStatus
 from opensandbox_provider.sandbox._events import BoundedTail
 from opensandbox_provider.sandbox._lease import renewal_interval
+from opensandbox_provider.sandbox._outcome import killed_at_deadline
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 # One read of the output takes at most this much, so a command that prints fast between two
@@ -352,12 +353,8 @@ class OpenSandboxCommandTrigger(BaseTrigger):
 
     def _ended(self, status: CommandStatus, streams: list[_Stream]) -> TriggerEvent:
         exit_code = status.exit_status
-        # execd reports a command killed at its deadline as any other signal (-1); only the
-        # clock tells them apart.
-        timed_out = (
-            exit_code == -1
-            and status.duration is not None
-            and status.duration >= self.command_timeout
+        timed_out = status.duration is not None and killed_at_deadline(
+            exit_code, status.error, status.duration, self.command_timeout
         )
         tails = {
             stream.name: _as_streamed(stream.tail.text()) if stream.path else stream.tail.text()

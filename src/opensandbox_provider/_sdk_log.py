@@ -1,0 +1,52 @@
+"""
+How much of the OpenSandbox SDK's own logging reaches the task log.
+
+The SDK logs at INFO what this provider logs in its own words, with what it knows besides: it
+is "Creating sandbox with startup source ...", then says the sandbox was "created
+(skip_health_check=true, sandbox may not be ready yet)" just before the provider says it is
+ready, and announces every kill, connection and renewal. Beside the provider's lines those
+repeat them or contradict them. So once the provider configures the SDK, the SDK's loggers log
+warnings and errors only, unless a level has been chosen for them: in Airflow's
+``[logging] namespace_levels`` option, or by a logging config or the Dag's own code setting the
+``opensandbox`` logger's level.
+
+Airflow applies ``namespace_levels`` to its structlog loggers only, and the SDK's are the
+standard library's, so the option's entries for them are applied here.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+# The SDK's loggers are named after its modules, all under this one.
+SDK_LOGGER = "opensandbox"
+# Airflow's own separators between ``namespace_levels`` entries.
+_ENTRY_SEPARATORS = re.compile(r"[\s,]+")
+
+
+def quiet_sdk_loggers() -> None:
+    """Set the SDK's loggers to WARNING, unless a level was chosen for them (see the module)."""
+    chosen = _levels_from_airflow_config()
+    for name, level in chosen.items():
+        logging.getLogger(name).setLevel(level)
+    sdk = logging.getLogger(SDK_LOGGER)
+    if SDK_LOGGER not in chosen and sdk.level == logging.NOTSET:
+        sdk.setLevel(logging.WARNING)
+
+
+def _levels_from_airflow_config() -> dict[str, str]:
+    """The levels ``[logging] namespace_levels`` gives the SDK's loggers, by logger name."""
+    from airflow.providers.common.compat.sdk import conf
+
+    # Airflow before 3.2 has no such option, which reads as none given.
+    value = conf.get("logging", "namespace_levels", fallback=None)
+    levels: dict[str, str] = {}
+    for entry in _ENTRY_SEPARATORS.split(value or ""):
+        name, _, level = entry.partition("=")
+        name, level = name.strip(), level.strip().upper()
+        if (name == SDK_LOGGER or name.startswith(f"{SDK_LOGGER}.")) and isinstance(
+            logging.getLevelName(level), int
+        ):
+            levels[name] = level
+    return levels
