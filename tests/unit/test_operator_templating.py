@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import runpy
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -147,3 +148,26 @@ def test_private_env_reaches_the_sandbox_but_no_rendered_field_and_is_masked(mas
     assert SECRET not in shown
     # What the task log and the returned stdout go through.
     assert redact(f"the token is {SECRET}") == "the token is ***"
+
+
+def test_a_mapped_task_renders_its_paths_and_private_env_as_a_plain_one_does(masker) -> None:
+    @dag(schedule=None, start_date=datetime(2026, 1, 1), params={"token": SECRET})
+    def holder() -> None:
+        OpenSandboxOperator.partial(
+            task_id="m", command="true", private_env={"TOKEN": "{{ params.token }}"}
+        ).expand(outputs=[{"r_{{ ds }}.csv": "s3://b/{{ ds }}/r.csv"}, {"x.csv": "s3://b/x"}])
+
+    mapped = holder().task_dict["m"]
+    # What a task's context holds that unmapping reads: the Dag, its run, the instance.
+    context: dict[str, Any] = {
+        **CONTEXT,
+        "dag": mapped.dag,
+        "dag_run": SimpleNamespace(conf={}),
+        "ti": SimpleNamespace(map_index=0),
+    }
+    mapped.render_template_fields(context)
+    unmapped = context["task"]
+
+    assert unmapped.outputs == {"r_2026-01-02.csv": "s3://b/2026-01-02/r.csv"}
+    assert unmapped.private_env == {"TOKEN": SECRET}
+    assert redact(SECRET) == "***"

@@ -239,31 +239,47 @@ class OpenSandboxOperator(BaseOperator):
             self.opensandbox_conn_id, **self.sandbox_arguments, **self._rendered_arguments()
         )
 
-    def render_template_fields(
-        self, context: Context, jinja_env: jinja2.Environment | None = None
+    def _do_render_template_fields(
+        self,
+        parent: Any,
+        template_fields: Iterable[str],
+        context: Context,
+        jinja_env: jinja2.Environment,
+        seen_oids: set[int],
     ) -> None:
-        if not jinja_env:
-            jinja_env = self.get_template_env()
+        # Airflow renders a mapped task's fields through this method of the task it unmaps,
+        # never through render_template_fields, so what this operator adds to rendering is
+        # here, for a mapped task and a plain one alike. A nested object is Airflow's alone.
+        if parent is not self:
+            super()._do_render_template_fields(
+                parent, template_fields, context, jinja_env, seen_oids
+            )
+            return
         # Airflow renders a mapping's values only, and reads any text ending in .sh as a
         # script file's name. Both sides of outputs and the keys of files are paths, rendered
         # here as text of their own; outputs is set aside, since Airflow skips an empty field.
+        # A mapping a mapped task was given from an upstream XCom is data, never rendered, as
+        # Airflow renders no such value.
+        files_given = id(self.files) in seen_oids
         outputs, self.outputs = self.outputs, {}
-        super().render_template_fields(context, jinja_env)
-        self.files = {
-            _render_text(path, context, jinja_env): content for path, content in self.files.items()
-        }
-        self.outputs = {
-            _render_text(path, context, jinja_env): _render_text(target, context, jinja_env)
-            if isinstance(target, str)
-            else self.render_template(target, context, jinja_env)
-            for path, target in outputs.items()
-        }
+        super()._do_render_template_fields(self, template_fields, context, jinja_env, seen_oids)
+
+        def text(value: Any) -> Any:
+            return _render_text(value, context, jinja_env)
+
+        if not files_given:
+            self.files = {text(path): content for path, content in self.files.items()}
+        if id(outputs) not in seen_oids:
+            outputs = {
+                text(path): text(target)
+                if isinstance(target, str)
+                else self.render_template(target, context, jinja_env)
+                for path, target in outputs.items()
+            }
+        self.outputs = outputs
         # Rendered here rather than as a template field, so that no rendered field shows it;
         # masked before anything could log it.
-        self.private_env = {
-            name: _render_text(secret, context, jinja_env)
-            for name, secret in self.private_env.items()
-        }
+        self.private_env = {name: text(secret) for name, secret in self.private_env.items()}
         for value in self.private_env.values():
             mask_secret(value)
 
