@@ -122,8 +122,14 @@ def test_a_command_naming_a_script_in_the_dag_folder_runs_its_rendered_text(tmp_
         "    OpenSandboxOperator(task_id='clean', command='scripts/clean.bash')\n"
         "    OpenSandboxOperator(task_id='shared', command='shared.sh')\n"
         "    OpenSandboxOperator(task_id='inline', command='echo {{ ds }}')\n"
+        "    OpenSandboxOperator(task_id='runs_one', command='sh /srv/{{ ds_nodash }}/report.sh')\n"
+        "    OpenSandboxOperator(task_id='in_image', command='bash /opt/job/run.sh')\n"
     )
     job = runpy.run_path(str(folder / "job.py"))["job"]
+    # As the Dag processor does once it has parsed the file.
+    job.resolve_template_files()
+    assert job.task_dict["report"].command == 'echo "report for {{ ds }}"\n'
+    assert job.task_dict["in_image"].command == "bash /opt/job/run.sh"
 
     commands = {task_id: rendered(task).command for task_id, task in job.task_dict.items()}
     assert commands == {
@@ -131,6 +137,9 @@ def test_a_command_naming_a_script_in_the_dag_folder_runs_its_rendered_text(tmp_
         "clean": "rm -rf /tmp/20260102",
         "shared": "echo shared 2026-01-02",
         "inline": "echo 2026-01-02",
+        # Commands that end like a script file's name, run as the commands they are.
+        "runs_one": "sh /srv/20260102/report.sh",
+        "in_image": "bash /opt/job/run.sh",
     }
 
 

@@ -140,7 +140,8 @@ class OpenSandboxOperator(BaseOperator):
         "files": "json",
         "outputs": "json",
     }
-    # As for BashOperator: a command naming a script file is that file's rendered text.
+    # As for BashOperator, a command that is a script file's name is that file's rendered
+    # text; unlike it, only a lone name is (see _misread_as_a_script).
     template_ext: Sequence[str] = (".sh", ".bash")
     ui_color = "#e8f4f0"
 
@@ -256,17 +257,22 @@ class OpenSandboxOperator(BaseOperator):
             )
             return
         # Airflow renders a mapping's values only, and reads any text ending in .sh as a
-        # script file's name. Both sides of outputs and the keys of files are paths, rendered
-        # here as text of their own; outputs is set aside, since Airflow skips an empty field.
-        # A mapping a mapped task was given from an upstream XCom is data, never rendered, as
-        # Airflow renders no such value.
+        # script file's name. Both sides of outputs, the keys of files and a command that is
+        # not a lone file name are rendered here as text of their own; each is set aside
+        # meanwhile, since Airflow skips an empty field. A mapping a mapped task was given
+        # from an upstream XCom is data, never rendered, as Airflow renders no such value.
         files_given = id(self.files) in seen_oids
+        command = self.command if _misread_as_a_script(self) else None
         outputs, self.outputs = self.outputs, {}
+        if command is not None:
+            self.command = ""
         super()._do_render_template_fields(self, template_fields, context, jinja_env, seen_oids)
 
         def text(value: Any) -> Any:
             return _render_text(value, context, jinja_env)
 
+        if command is not None:
+            self.command = text(command)
         if not files_given:
             self.files = {text(path): content for path, content in self.files.items()}
         if id(outputs) not in seen_oids:
@@ -282,6 +288,14 @@ class OpenSandboxOperator(BaseOperator):
         self.private_env = {name: text(secret) for name, secret in self.private_env.items()}
         for value in self.private_env.values():
             mask_secret(value)
+
+    def resolve_template_files(self) -> None:
+        # Airflow loads a script file's text when the Dag is parsed; a command that only ends
+        # like one (``sh count.sh``) is left as the command it is.
+        if _misread_as_a_script(self):
+            self.prepare_template()
+        else:
+            super().resolve_template_files()
 
     def _sandbox_spec(self) -> SandboxSpec:
         """``spec`` with ``env`` and ``private_env`` added to its environment."""
@@ -420,6 +434,20 @@ def _rendered_later(value: Any) -> bool:
     if isinstance(value, XComArg):
         return True
     return isinstance(value, str) and any(mark in value for mark in ("{{", "{%", "{#"))
+
+
+def _misread_as_a_script(operator: OpenSandboxOperator) -> bool:
+    """
+    Whether Airflow would read ``command`` as a script file's name although it is a command:
+    it ends in .sh or .bash but holds a space (``sh count.sh``, ``bash /opt/job/run.sh``).
+    Only a lone file name (``run.sh``, ``scripts/clean.bash``) names a script file.
+    """
+    command = operator.command
+    return (
+        isinstance(command, str)
+        and command.endswith(tuple(operator.template_ext))
+        and any(character.isspace() for character in command)
+    )
 
 
 def _render_text(text: Any, context: Context, jinja_env: jinja2.Environment) -> Any:
