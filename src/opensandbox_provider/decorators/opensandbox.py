@@ -142,9 +142,9 @@ def opensandbox_task(
     Run the decorated function in a sandbox on an OpenSandbox server.
 
     Takes :class:`~opensandbox_provider.operators.opensandbox.OpenSandboxOperator`'s arguments
-    but ``command``. The function must be self-contained: its source is what is sent, so it
-    imports what it uses inside itself, and its arguments and return value are JSON types.
-    The sandbox denies all egress unless ``spec`` opens it.
+    but ``command`` and ``xcom_path``. The function must be self-contained: its source is
+    what is sent, so it imports what it uses inside itself, and its arguments and return
+    value are JSON types. The sandbox denies all egress unless ``spec`` opens it.
 
     :param python_callable: The function to run.
     :param python_command: The Python interpreter that runs the function, such as a virtual
