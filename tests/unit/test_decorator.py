@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from airflow.providers.common.compat.sdk import dag, task
@@ -14,6 +15,9 @@ from airflow.providers.common.compat.sdk import dag, task
 from opensandbox_provider.decorators import opensandbox as decorator
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.pool import WarmPool
+
+if TYPE_CHECKING:
+    import pathlib
 
 
 @task.opensandbox(image="python:3.12-slim")
@@ -26,6 +30,26 @@ def add(x: int, y: int = 1) -> dict:
 @task.opensandbox(image="python:3.12-slim")
 def unserializable() -> object:
     return object()
+
+
+@task.opensandbox(image="python:3.12-slim")
+def typed(path: pathlib.PurePosixPath) -> str:
+    # Imported here, as in a sandbox; the annotation above names it before it is imported.
+    import pathlib
+
+    return pathlib.PurePosixPath("/srv", path).as_posix()
+
+
+@task.opensandbox(image="python:3.12-slim", python_command=sys.executable)
+def interpreter() -> str:
+    import sys
+
+    return sys.executable
+
+
+@task.opensandbox(image="python:3.12-slim", python_command="/opt/missing env/bin/python")
+def nowhere() -> None:
+    return None
 
 
 def the_task(function: Any, *args: Any) -> Any:
@@ -73,6 +97,30 @@ def test_an_image_without_python_fails_with_a_message_saying_so(sandbox_run, tmp
     done = sandbox_run(the_task(add, 2), path=str(tmp_path / "empty"))
     assert done.returncode == 127
     assert "needs python3 or python on the PATH of the image python:3.12-slim" in done.stderr
+
+
+def test_a_parameter_may_be_annotated_with_a_type_the_function_imports(sandbox_run) -> None:
+    done = sandbox_run(the_task(typed, "job"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(Path(decorator.RESULT).read_text()) == "/srv/job"
+
+
+def test_python_command_is_the_interpreter_that_runs_the_function(sandbox_run) -> None:
+    done = sandbox_run(the_task(interpreter))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(Path(decorator.RESULT).read_text()) == sys.executable
+
+
+def test_a_python_command_the_sandbox_lacks_fails_with_a_message_saying_so(sandbox_run) -> None:
+    done = sandbox_run(the_task(nowhere))
+    assert done.returncode == 127
+    assert "was given python_command='/opt/missing env/bin/python', and the sandbox" in done.stderr
+
+
+def test_an_argument_ending_in_sh_is_never_read_as_a_script_file() -> None:
+    operator = the_task(add, "report.sh")
+    operator.render_template_fields({"ds": "2026-01-02"})
+    assert list(operator.op_args) == ["report.sh"]
 
 
 def test_the_decorator_is_not_in_the_source_sent() -> None:

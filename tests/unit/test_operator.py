@@ -21,10 +21,6 @@ def test_egress_is_denied_unless_the_spec_opens_it() -> None:
     assert OpenSandboxOperator(task_id="t", command="true").spec.block_network is True
 
 
-def test_command_env_files_and_the_snapshot_are_templated() -> None:
-    assert OpenSandboxOperator.template_fields == ("command", "env", "files", "snapshot")
-
-
 def test_the_snapshot_rendered_at_run_time_is_the_one_the_sandbox_starts_from() -> None:
     operator = OpenSandboxOperator(task_id="t", command="true", snapshot="{{ prepared }}")
     operator.render_template_fields({"prepared": "snap-1"})

@@ -10,6 +10,7 @@ the sandbox sends back is ever unpickled on the worker.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,12 +20,10 @@ from airflow.providers.common.compat.sdk import (
     task_decorator_factory,
 )
 
-from opensandbox_provider.operators.opensandbox import CommandEnd, OpenSandboxOperator
+from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context, TaskDecorator
-
-    from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 # Where the function, its arguments and its result live in the sandbox.
 TASK_DIRECTORY = "/srv/airflow-opensandbox-task"
@@ -34,11 +33,11 @@ RESULT = f"{TASK_DIRECTORY}/result.json"
 # The exit code the script ends with when the return value is not JSON: a code no Python
 # exception gives, so the failure's message can say which it was.
 NOT_SERIALIZABLE = 86
-# A return value travels on as an XCom, in the metadata database; a larger result belongs
-# in a file copied out through ``outputs``.
-MAX_RESULT_BYTES = 8 * 1024 * 1024
 
-_RUNNER = """
+# Annotations stay text, so that a parameter may be annotated with a type the function
+# imports inside itself (``df: pd.DataFrame``), as it must import all it uses.
+_RUNNER = """from __future__ import annotations
+
 import json
 import sys
 
@@ -60,13 +59,27 @@ with open({result!r}, "w") as _file:
     _file.write(_text)
 """
 
-# The image's Python, found before anything runs, or a message saying there is none.
-_COMMAND = (
-    'python=$(command -v python3 || command -v python) || {{ echo "@task.opensandbox needs '
-    "python3 or python on the PATH of the image {image}, and it has neither. Use an image "
-    'with Python, such as python:3.12-slim." >&2; exit 127; }}; '
-    '"$python" {script}'
-)
+# The interpreter is found before anything runs, or a message says why there is none.
+_COMMAND = 'python=$({lookup}) || {{ echo {missing} >&2; exit 127; }}; "$python" {script}'
+
+
+def _command(image: str, python_command: str | None) -> str:
+    """The command that runs the script with the image's Python, or ``python_command``."""
+    if python_command is None:
+        lookup = "command -v python3 || command -v python"
+        missing = (
+            f"@task.opensandbox needs python3 or python on the PATH of the image {image}, and "
+            "it has neither. Use an image with Python, such as python:3.12-slim, or give "
+            "python_command."
+        )
+    else:
+        lookup = f"command -v {shlex.quote(python_command)}"
+        missing = (
+            f"@task.opensandbox was given python_command={python_command!r}, and the sandbox "
+            f"of image {image} has no such command. Give the path of a Python interpreter in "
+            "the image or the snapshot, such as /opt/venv/bin/python."
+        )
+    return _COMMAND.format(lookup=lookup, missing=shlex.quote(missing), script=SCRIPT)
 
 
 class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
@@ -79,11 +92,17 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
         **OpenSandboxOperator.template_fields_renderers,
     }
 
-    def __init__(self, *, python_callable: Callable, **kwargs: Any) -> None:
+    # The command is this operator's own, so no argument is ever read as a script file's name.
+    template_ext = ()
+
+    def __init__(
+        self, *, python_callable: Callable, python_command: str | None = None, **kwargs: Any
+    ) -> None:
         kwargs.setdefault("skip_on_exit_code", None)
         super().__init__(
             python_callable=python_callable,
-            command=_COMMAND.format(image=kwargs.get("image", "python:3.12-slim"), script=SCRIPT),
+            command=_command(kwargs.get("image", "python:3.12-slim"), python_command),
+            xcom_path=RESULT,
             **kwargs,
         )
 
@@ -106,9 +125,6 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
         self.files = {**self.files, SCRIPT: runner, ARGUMENTS: arguments}
         return super().execute(context)
 
-    def result(self, backend: OpenSandboxBackend, sandbox: str, end: CommandEnd) -> Any:
-        return json.loads(backend.read_file(sandbox, RESULT, max_bytes=MAX_RESULT_BYTES))
-
     @staticmethod
     def xcom_push(context: Context, key: str, value: Any) -> None:
         """What Airflow 3.0's ``DecoratedOperator.execute`` reads off the operator after the
@@ -126,11 +142,14 @@ def opensandbox_task(
     Run the decorated function in a sandbox on an OpenSandbox server.
 
     Takes :class:`~opensandbox_provider.operators.opensandbox.OpenSandboxOperator`'s arguments
-    but ``command``. The function must be self-contained: its source is what is sent, so it
-    imports what it uses inside itself, and its arguments and return value are JSON types.
-    The sandbox denies all egress unless ``spec`` opens it.
+    but ``command`` and ``xcom_path``. The function must be self-contained: its source is
+    what is sent, so it imports what it uses inside itself, and its arguments and return
+    value are JSON types. The sandbox denies all egress unless ``spec`` opens it.
 
     :param python_callable: The function to run.
+    :param python_command: The Python interpreter that runs the function, such as a virtual
+        environment's ``/opt/venv/bin/python`` in a prepared snapshot. By default, the first
+        of ``python3`` and ``python`` on the sandbox's ``PATH``.
     :param multiple_outputs: Push each key of a returned dict as an XCom of its own.
     """
     return task_decorator_factory(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from airflow.providers.common.compat.sdk import AirflowException, ObjectStoragePath
@@ -31,15 +33,48 @@ def copy_outputs(
     *,
     max_bytes: int,
 ) -> dict[str, int]:
-    """Copy each sandbox path to its target as it streams; return the bytes each one took."""
+    """Copy each sandbox path to its target; return the bytes each one took."""
     copied = {}
     for path, target in outputs.items():
         destination = ObjectStoragePath(target) if isinstance(target, str) else target
-        # A local target's directory may not exist yet; an object store has none to make.
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        with destination.open("wb") as dest:
-            copied[path] = backend.export_file(sandbox, path, dest, max_bytes=max_bytes)
+        copied[path] = _copy_into_place(backend, sandbox, path, destination, max_bytes=max_bytes)
     return copied
+
+
+def _copy_into_place(
+    backend: OpenSandboxBackend,
+    sandbox: str,
+    path: str,
+    destination: ObjectStoragePath,
+    *,
+    max_bytes: int,
+) -> int:
+    """
+    Stream the file to a sibling of ``destination``, then move it into place: a copy that
+    fails part way leaves what was there before, and no part of the new file.
+    """
+    # A local target's directory may not exist yet; an object store has none to make.
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    # Random, so that two runs copying to one destination at once never share a partial.
+    partial = destination.with_name(f"{destination.name}.{secrets.token_hex(8)}.partial")
+    try:
+        with partial.open("wb") as stream:
+            written = backend.export_file(sandbox, path, stream, max_bytes=max_bytes)
+        # What the store holds, not what was sent: a store that kept less fails here.
+        stored = partial.stat().st_size
+        if stored != written:
+            raise AirflowException(
+                f"{destination} would hold {stored} bytes of the {written} that {path!r} has; "
+                "the copy was not moved into place. Check the storage's free space and retry."
+            )
+        # Within one store: a rename on a file system, a server-side copy on an object store.
+        partial.fs.mv(partial.path, destination.path)
+    except BaseException:
+        # The copy's own failure is the one the task reports, not a failure to clean up.
+        with suppress(Exception):
+            partial.unlink(missing_ok=True)
+        raise
+    return written
 
 
 def _content(path: str, source: str | bytes | ObjectStoragePath, *, max_bytes: int) -> bytes:

@@ -15,12 +15,16 @@ from airflow.providers.common.compat.sdk import (
     AirflowSkipException,
     AirflowTaskTimeout,
     BaseOperator,
+    XComArg,
     conf,
+    mask_secret,
+    redact,
 )
 
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.operators._files import copy_outputs, write_files
+from opensandbox_provider.operators._result import read_result
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
 from opensandbox_provider.sandbox._background import output_paths, separated
 from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
@@ -29,6 +33,7 @@ from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 
 if TYPE_CHECKING:
+    import jinja2
     from airflow.providers.common.ai.sandbox.base import SandboxExecResult
     from airflow.providers.common.compat.sdk import Context, ObjectStoragePath
 
@@ -85,20 +90,25 @@ class OpenSandboxOperator(BaseOperator):
     logged line by line as it is printed, ``outputs`` are copied out after it succeeds, and
     the sandbox is destroyed however the task ends, on kill too.
 
-    Exit code 0 succeeds and returns ``{"exit_code": 0, "stdout": <tail>}``; a code in
-    ``skip_on_exit_code`` skips the task, as for ``BashOperator``; any other fails it, quoting
-    the last lines of stderr.
+    Exit code 0 succeeds and returns ``{"exit_code": 0, "stdout": <tail>}``, or the JSON
+    document the command wrote to ``xcom_path``; a code in ``skip_on_exit_code`` skips the
+    task, as for ``BashOperator``; any other fails it, quoting the last lines of stderr.
 
     With ``deferrable=True`` the command is started in the background and the task defers to
     :class:`~opensandbox_provider.triggers.opensandbox.OpenSandboxCommandTrigger`, which logs
     its output from the triggerer and keeps the sandbox alive until it ends; the worker comes
     back only to copy the outputs and destroy the sandbox.
 
-    :param command: The shell command to run. Templated.
-    :param image: The image the sandbox runs.
-    :param cpu: The sandbox's CPU limit (``"1"``, ``"500m"``).
-    :param memory: The sandbox's memory limit (``"2Gi"``).
+    :param command: The shell command to run, or the name of a ``.sh`` or ``.bash`` file in
+        the Dag's folder or ``template_searchpath`` whose rendered text is run, as for
+        ``BashOperator``. Templated.
+    :param image: The image the sandbox runs. Templated.
+    :param cpu: The sandbox's CPU limit (``"1"``, ``"500m"``). Templated.
+    :param memory: The sandbox's memory limit (``"2Gi"``). Templated.
     :param env: Environment variables of the sandbox, added to ``spec.env``. Templated.
+    :param private_env: Environment variables added as ``env`` is, for secrets: rendered when
+        the task runs but never shown among its rendered fields, each value masked in the task
+        log and in the returned stdout.
     :param spec: What the sandbox is provisioned with. The default,
         ``SandboxSpec()``, denies all egress; ``SandboxSpec(block_network=False)`` opens it.
     :param snapshot: The id of a snapshot to start the sandbox from instead of ``image``, as
@@ -108,11 +118,13 @@ class OpenSandboxOperator(BaseOperator):
     :param volumes: Named volumes and host paths mounted into the sandbox, read-only unless
         they say otherwise (see :class:`~opensandbox_provider.sandbox.NamedVolume`).
     :param workdir: An absolute path, created with the sandbox, where the command runs and
-        relative paths in ``files`` and ``outputs`` resolve.
-    :param files: Sandbox path to content: text (templated), bytes, or an
-        ``ObjectStoragePath`` whose content is copied in.
+        relative paths in ``files`` and ``outputs`` resolve. Templated.
+    :param files: Sandbox path to content: text, bytes, or an ``ObjectStoragePath`` whose
+        content is copied in as it is. The paths and the text are templated.
     :param outputs: Sandbox path to the ``ObjectStoragePath`` (or URL) it is copied to once
-        the command has succeeded.
+        the command has succeeded. Both sides are templated.
+    :param xcom_path: A file in the sandbox holding one JSON document, written by the
+        command, that the task returns instead of its exit code and stdout.
     :param command_timeout: Seconds the command may run; execd kills it then.
     :param skip_on_exit_code: Exit code(s) that skip the task rather than fail it.
     :param opensandbox_conn_id: The connection naming the server.
@@ -127,8 +139,26 @@ class OpenSandboxOperator(BaseOperator):
         task all the same. Named so because ``pool`` is every Airflow task's slot pool.
     """
 
-    template_fields: Sequence[str] = ("command", "env", "files", "snapshot")
-    template_fields_renderers = {"command": "bash", "env": "json", "files": "json"}
+    template_fields: Sequence[str] = (
+        "command",
+        "env",
+        "files",
+        "outputs",
+        "snapshot",
+        "image",
+        "cpu",
+        "memory",
+        "workdir",
+    )
+    template_fields_renderers = {
+        "command": "bash",
+        "env": "json",
+        "files": "json",
+        "outputs": "json",
+    }
+    # As for BashOperator, a command that is a script file's name is that file's rendered
+    # text; unlike it, only a lone name is (see _misread_as_a_script).
+    template_ext: Sequence[str] = (".sh", ".bash")
     ui_color = "#e8f4f0"
 
     def __init__(
@@ -139,12 +169,14 @@ class OpenSandboxOperator(BaseOperator):
         cpu: str = "1",
         memory: str = "2Gi",
         env: Mapping[str, str] | None = None,
+        private_env: Mapping[str, str] | None = None,
         spec: SandboxSpec | None = None,
         snapshot: str | None = None,
         volumes: Sequence[NamedVolume | HostPath] | None = None,
         workdir: str | None = None,
         files: Mapping[str, str | bytes | ObjectStoragePath] | None = None,
         outputs: Mapping[str, str | ObjectStoragePath] | None = None,
+        xcom_path: str | None = None,
         command_timeout: float = 3600.0,
         skip_on_exit_code: int | Iterable[int] | None = 99,
         opensandbox_conn_id: str | None = OpenSandboxHook.default_conn_name,
@@ -159,11 +191,17 @@ class OpenSandboxOperator(BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.command = command
+        self.image = image
+        self.cpu = cpu
+        self.memory = memory
+        self.workdir = workdir
         self.env = dict(env or {})
+        self.private_env = dict(private_env or {})
         self.spec = SandboxSpec() if spec is None else spec
         self.snapshot = snapshot
         self.files = dict(files or {})
         self.outputs = dict(outputs or {})
+        self.xcom_path = xcom_path
         self.command_timeout = command_timeout
         self.max_output_bytes = max_output_bytes
         self.max_file_bytes = max_file_bytes
@@ -177,20 +215,26 @@ class OpenSandboxOperator(BaseOperator):
         self.opensandbox_conn_id = opensandbox_conn_id
         self.deferrable = deferrable
         self.poll_interval = poll_interval
-        # What the sandbox is created with, as the backend takes it.
+        # What the sandbox is created with that is never templated, as the backend takes it.
         self.sandbox_arguments: dict[str, Any] = {
-            "image": image,
-            "cpu": cpu,
-            "memory": memory,
             "sandbox_timeout": sandbox_timeout,
             "ready_timeout": ready_timeout,
-            "workdir": workdir,
             "volumes": volumes,
             "warm_pool": warm_pool,
         }
         # Built once here only for the backend's own checks, so that a mistake fails when the
-        # Dag is parsed; each run builds its own, since a backend holds locks and threads.
-        self.new_backend()
+        # Dag is parsed; a value still to be rendered is left to the backend's defaults here
+        # and checked when the task runs. Each run builds its own backend, since a backend
+        # holds locks and threads.
+        OpenSandboxBackend(
+            self.opensandbox_conn_id,
+            **self.sandbox_arguments,
+            **{
+                name: value
+                for name, value in self._rendered_arguments().items()
+                if not _rendered_later(value)
+            },
+        )
         self._backend: OpenSandboxBackend | None = None
         self._sandbox_id: str | None = None
         # What on_kill needs, set before the sandbox is asked for: see _create.
@@ -202,18 +246,89 @@ class OpenSandboxOperator(BaseOperator):
     # Create, write the files, run
     # ------------------------------------------------------------------
 
+    def _rendered_arguments(self) -> dict[str, Any]:
+        """The backend's arguments that are templated, as they stand: rendered at run time."""
+        return {
+            "image": self.image,
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "workdir": self.workdir,
+            "snapshot": self.snapshot,
+        }
+
     def new_backend(self) -> OpenSandboxBackend:
         """The backend that creates, drives and destroys this task's sandbox."""
-        # The snapshot is read at run time, once its template is rendered.
         return OpenSandboxBackend(
-            self.opensandbox_conn_id, snapshot=self.snapshot, **self.sandbox_arguments
+            self.opensandbox_conn_id, **self.sandbox_arguments, **self._rendered_arguments()
         )
+
+    def _do_render_template_fields(
+        self,
+        parent: Any,
+        template_fields: Iterable[str],
+        context: Context,
+        jinja_env: jinja2.Environment,
+        seen_oids: set[int],
+    ) -> None:
+        # Airflow renders a mapped task's fields through this method of the task it unmaps,
+        # never through render_template_fields, so what this operator adds to rendering is
+        # here, for a mapped task and a plain one alike. A nested object is Airflow's alone.
+        if parent is not self:
+            super()._do_render_template_fields(
+                parent, template_fields, context, jinja_env, seen_oids
+            )
+            return
+        # Airflow renders a mapping's values only, and reads any text ending in .sh as a
+        # script file's name. Both sides of outputs, the keys of files and a command that is
+        # not a lone file name are rendered here as text of their own; each is set aside
+        # meanwhile, since Airflow skips an empty field. A mapping a mapped task was given
+        # from an upstream XCom is data, never rendered, as Airflow renders no such value.
+        files_given = id(self.files) in seen_oids
+        command = self.command if _misread_as_a_script(self) else None
+        outputs, self.outputs = self.outputs, {}
+        if command is not None:
+            self.command = ""
+        super()._do_render_template_fields(self, template_fields, context, jinja_env, seen_oids)
+
+        def text(value: Any) -> Any:
+            return _render_text(value, context, jinja_env)
+
+        if command is not None:
+            self.command = text(command)
+        if not files_given:
+            self.files = {text(path): content for path, content in self.files.items()}
+        if id(outputs) not in seen_oids:
+            outputs = {
+                text(path): text(target)
+                if isinstance(target, str)
+                else self.render_template(target, context, jinja_env)
+                for path, target in outputs.items()
+            }
+        self.outputs = outputs
+        # Rendered here rather than as a template field, so that no rendered field shows it;
+        # masked before anything could log it.
+        self.private_env = {name: text(secret) for name, secret in self.private_env.items()}
+        for value in self.private_env.values():
+            mask_secret(value)
+
+    def resolve_template_files(self) -> None:
+        # Airflow loads a script file's text when the Dag is parsed; a command that only ends
+        # like one (``sh count.sh``) is left as the command it is.
+        if _misread_as_a_script(self):
+            self.prepare_template()
+        else:
+            super().resolve_template_files()
+
+    def _sandbox_spec(self) -> SandboxSpec:
+        """``spec`` with ``env`` and ``private_env`` added to its environment."""
+        added = {**self.env, **self.private_env}
+        if not added:
+            return self.spec
+        return replace(self.spec, env={**(self.spec.env or {}), **added})
 
     def execute(self, context: Context) -> Any:
         backend = self._backend = self.new_backend()
-        spec = self.spec
-        if self.env:
-            spec = replace(spec, env={**(spec.env or {}), **self.env})
+        spec = self._sandbox_spec()
         sandbox = self._create(backend, spec, context)
         deferred = False
         try:
@@ -374,11 +489,19 @@ class OpenSandboxOperator(BaseOperator):
             copied = copy_outputs(backend, sandbox, self.outputs, max_bytes=self.max_file_bytes)
             for path, size in copied.items():
                 self.log.info("Copied %s (%d bytes) to %s.", path, size, self.outputs[path])
+        if not self.do_xcom_push:
+            # Nothing would be pushed, so nothing is read: a missing xcom_path fails no task.
+            return None
         return self.result(backend, sandbox, end)
 
     def result(self, backend: OpenSandboxBackend, sandbox: str, end: CommandEnd) -> Any:
-        """What the task returns once the command succeeded: its exit code and stdout's tail."""
-        return {"exit_code": end.exit_code, "stdout": end.stdout}
+        """
+        What the task returns once the command succeeded: the JSON in ``xcom_path``, or the
+        exit code and stdout's tail, with any masked secret it printed masked there too.
+        """
+        if self.xcom_path is not None:
+            return read_result(backend, sandbox, self.xcom_path)
+        return {"exit_code": end.exit_code, "stdout": redact(end.stdout)}
 
     # ------------------------------------------------------------------
     # Destroy
@@ -441,6 +564,34 @@ def _outputs_withheld(outputs: Mapping[str, Any]) -> Iterator[None]:
             f"{e} So its outputs were not copied: {', '.join(map(repr, outputs))}. Retry the "
             "task to run the command again in a new sandbox."
         ) from e
+
+
+def _rendered_later(value: Any) -> bool:
+    """Whether a value is a template or an upstream task's output, known only at run time."""
+    if isinstance(value, XComArg):
+        return True
+    return isinstance(value, str) and any(mark in value for mark in ("{{", "{%", "{#"))
+
+
+def _misread_as_a_script(operator: OpenSandboxOperator) -> bool:
+    """
+    Whether Airflow would read ``command`` as a script file's name although it is a command:
+    it ends in .sh or .bash but holds a space (``sh count.sh``, ``bash /opt/job/run.sh``).
+    Only a lone file name (``run.sh``, ``scripts/clean.bash``) names a script file.
+    """
+    command = operator.command
+    return (
+        isinstance(command, str)
+        and command.endswith(tuple(operator.template_ext))
+        and any(character.isspace() for character in command)
+    )
+
+
+def _render_text(text: Any, context: Context, jinja_env: jinja2.Environment) -> Any:
+    """A string rendered as a template of its own, whatever it ends with."""
+    if not isinstance(text, str):
+        return text
+    return jinja_env.from_string(text).render(context)
 
 
 def _tail(end: CommandEnd) -> str:
