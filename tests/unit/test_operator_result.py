@@ -13,9 +13,7 @@ from opensandbox_provider.operators._result import MAX_RESULT_BYTES
 from opensandbox_provider.operators.opensandbox import CommandEnd, OpenSandboxOperator
 from tests.unit.airflow_versions import forget_masked_values, task_masker
 
-SUCCEEDED = CommandEnd(
-    exit_code=0, stdout="done\n", stderr="", stderr_label="stderr", timed_out=False
-)
+SUCCEEDED = CommandEnd(exit_code=0, stdout="done\n", stderr="", timed_out=False)
 
 
 class Files:
@@ -98,7 +96,6 @@ def test_a_masked_secret_the_command_printed_is_masked_in_the_returned_stdout() 
             exit_code=0,
             stdout="token s3cr3t-printed-by-the-command\n",
             stderr="",
-            stderr_label="stderr",
             timed_out=False,
         )
         operator = OpenSandboxOperator(task_id="t", command="true")
