@@ -106,11 +106,11 @@ def test_inside_a_task_the_identity_is_the_running_task_instances():
 
 
 def test_a_failure_other_than_being_outside_a_task_is_not_hidden(monkeypatch):
-    from opensandbox_provider.sandbox import _identity
+    from airflow.providers.common.compat import sdk as compat_sdk
 
     def broken():
         raise KeyError("ti")
 
-    monkeypatch.setattr(_identity, "get_current_context", broken)
+    monkeypatch.setattr(compat_sdk, "get_current_context", broken)
     with pytest.raises(KeyError):
         current_identity()

@@ -111,7 +111,7 @@ def test_the_operator_back_from_the_trigger_reaches_the_sandbox_past_the_proxy(
     proxy, server
 ) -> None:
     operator = OpenSandboxOperator(task_id="t", command="true", opensandbox_conn_id=None)
-    event = {"status": "ended", "sandbox": "sbx", "exit_code": 0, "output": "ok\n"}
+    event = {"status": "ended", "sandbox": "sbx", "exit_code": 0, "stdout": "ok\n", "stderr": ""}
     assert operator.execute_complete({}, {**event, "timed_out": False}) == {
         "exit_code": 0,
         "stdout": "ok\n",
@@ -136,7 +136,7 @@ def test_the_trigger_polls_execd_past_the_proxy(proxy, server) -> None:
         raise AssertionError("the trigger fired no event")
 
     event = asyncio.run(first_event())
-    assert (event["status"], event["exit_code"], event["output"]) == ("ended", 0, "done\n")
+    assert (event["status"], event["exit_code"], event["stdout"]) == ("ended", 0, "done\n")
     assert proxy.connections == 0
     assert "/proxy/44772/command/status/c" in server.asked
 

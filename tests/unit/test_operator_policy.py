@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException
 
@@ -33,9 +35,15 @@ class Backend:
     def destroy(self, sandbox: str) -> None:
         self.destroyed.append(sandbox)
 
+    def hold(self, sandbox: str) -> None:
+        """Back from the trigger the worker renews the sandbox; nothing to renew here."""
+
 
 @pytest.fixture
 def backend(monkeypatch: pytest.MonkeyPatch) -> Backend:
+    # The operator reads its connection before it creates (for on_kill); nothing is sent to it.
+    connection = {"conn_type": "opensandbox", "host": "127.0.0.1", "port": 9, "password": "k"}
+    monkeypatch.setenv("AIRFLOW_CONN_OPENSANDBOX_DEFAULT", json.dumps(connection))
     stand_in = Backend()
     monkeypatch.setattr(OpenSandboxOperator, "new_backend", lambda self: stand_in)
 
@@ -52,7 +60,14 @@ def with_outputs(**kwargs: object) -> OpenSandboxOperator:
     )
 
 
-ENDED = {"status": "ended", "sandbox": "sbx", "exit_code": 0, "output": "", "timed_out": False}
+ENDED = {
+    "status": "ended",
+    "sandbox": "sbx",
+    "exit_code": 0,
+    "stdout": "",
+    "stderr": "",
+    "timed_out": False,
+}
 
 
 def test_back_from_the_trigger_an_unproven_policy_fails_the_task_naming_the_outputs(

@@ -15,16 +15,16 @@ from opensandbox_provider.plugins._page import render_page
 from opensandbox_provider.plugins.sandboxes import PAGE, OpenSandboxPlugin
 from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
 
-NOW = datetime.now(UTC)
-
 
 def _summary(identity: TaskInstanceIdentity | None, **fields: object) -> SandboxSummary:
+    # Now, not at import: the page counts from its own clock, minutes after collection.
+    now = datetime.now(UTC)
     values = {
         "id": "sbx-1",
         "state": "Running",
         "image": "python:3.12-slim",
-        "created_at": NOW - timedelta(minutes=5),
-        "expires_at": NOW + timedelta(minutes=30),
+        "created_at": now - timedelta(minutes=5),
+        "expires_at": now + timedelta(minutes=30),
         "identity": identity,
         "created_by_provider": True,
         "provisioned": False,

@@ -281,12 +281,13 @@ def test_a_command_killed_at_its_deadline_ended_timed_out() -> None:
         finished_at="2026-12-01T10:00:02+00:00",
     )
     assert wait(trigger(command_timeout=2.0), execd, Server())["timed_out"] is True
-    # Killed by a signal before its deadline: not a timeout.
+    # Killed by a signal well before its deadline (more than execd's clock's second): not a
+    # timeout.
     execd = Execd(
         [],
         **killed,
         started_at="2026-12-01T10:00:00+00:00",
-        finished_at="2026-12-01T10:00:01+00:00",
+        finished_at="2026-12-01T10:00:00.500000+00:00",
     )
     assert wait(trigger(command_timeout=2.0), execd, Server())["timed_out"] is False
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, cast
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.pool._store import state_store
 from opensandbox_provider.sandbox import _volumes
-from opensandbox_provider.sandbox._errors import status_of
+from opensandbox_provider.sandbox._errors import status_of, transport_errors
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
@@ -145,7 +145,7 @@ def drain(pool: WarmPool) -> int:
                 manager = SandboxManagerSync.create(config)
             try:
                 manager.kill_sandbox(sandbox)
-            except Exception as e:
+            except transport_errors() as e:
                 # One already gone, by its lease or by hand, is as drained as one killed now.
                 if status_of(e) != 404:
                     log.warning(

@@ -19,8 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow.providers.common.compat.sdk import get_current_context
-
 from opensandbox_provider.sandbox import _tags
 
 KEYS = {
@@ -149,6 +147,7 @@ def current_identity() -> dict[str, str]:
 def _current_task_instance() -> Any:
     # common.compat's, which raises RuntimeError outside a task on every Airflow this provider
     # supports; Airflow 2's own raises AirflowException, whose subclass is the task timeout.
+    from airflow.providers.common.compat.sdk import get_current_context
 
     try:
         context = get_current_context()

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
-from opensandbox_provider.sandbox._errors import as_sandbox_errors, done_unless_missing, status_of
+from opensandbox_provider.sandbox._errors import (
+    api_exceptions,
+    as_sandbox_errors,
+    done_unless_missing,
+    sdk_exceptions,
+    status_of,
+    transport_errors,
+)
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES
 
 if TYPE_CHECKING:
@@ -58,16 +65,19 @@ def draw(
     if mismatch:
         return _fall_back(pool, pool.on_mismatch, "on_mismatch", mismatch)
     from opensandbox.pool_types import try_take_idle_with_min_ttl
+    from redis.exceptions import RedisError
 
     from opensandbox_provider.pool._store import state_store
 
+    unreachable: tuple[type[Exception], ...] = (RedisError, OSError, *sdk_exceptions())
     for _ in range(MAX_CANDIDATES):
         try:
             taken = try_take_idle_with_min_ttl(
                 state_store(pool), pool.name, timedelta(seconds=MIN_REMAINING_SECONDS)
             )
-        except Exception as e:
-            # Redis down or unreachable: the pool is as good as empty.
+        except unreachable as e:
+            # Redis down or unreachable (the SDK's store says so with an exception of its
+            # own): the pool is as good as empty.
             return _fall_back(
                 pool, pool.when_empty, "when_empty", f"its store could not be reached: {e}"
             )
@@ -146,7 +156,7 @@ def _claim(
         with lifecycle.call(doing) as api:
             try:
                 return api.get_sandbox_info(sandbox)
-            except Exception as e:
+            except api_exceptions() as e:
                 if status_of(e) != 404:
                     raise
                 return None
@@ -216,7 +226,7 @@ def _destroy_quietly(lifecycle: Lifecycle, sandbox: str, *, why: str) -> None:
     try:
         with lifecycle.call(f"destroy sandbox {sandbox}") as api:
             done_unless_missing(lambda: api.kill_sandbox(sandbox))
-    except Exception:
+    except transport_errors():
         log.warning(
             "Could not destroy sandbox %s after %s; the server ends it when its lease runs out.",
             sandbox,
