@@ -1,0 +1,173 @@
+"""The celery topology: Airflow spread over hosts the way a distributed deployment is.
+
+On this host, in the root network namespace: the api-server, the scheduler and the
+dag-processor, the PostgreSQL metadata database (:mod:`dev.airflow_stack.postgres`), the Redis
+broker (:mod:`dev.airflow_stack.broker`) and a forward to the OpenSandbox servers
+(:mod:`dev.airflow_stack.forward`), all listening on the bridge's address. Two Celery workers
+and two triggerers each run on a host of their own: a network namespace on the bridge, with its
+own address and name (:mod:`dev.airflow_stack.network`), so a task's host in the UI is the
+worker that ran it. Every process is started and stopped by PID, like the local topology's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from celery import Celery
+
+from dev.airflow_stack import components, network, postgres
+from dev.airflow_stack import forward as forward_module
+from dev.airflow_stack.broker import Broker
+from dev.airflow_stack.home import AirflowSite, any_free_port, kept_secret
+from dev.airflow_stack.postgres import MetadataDatabase
+from dev.stack import engine
+from dev.stack.servers import SERVERS
+from dev.stack.state import ServerInfo
+
+WORKERS = 2
+TRIGGERERS = 2
+# Task slots per worker. Each running task is a supervisor and a task process (about 150 MB
+# together); four per worker keep two workers' share of a two-core machine reasonable.
+DEFAULT_CONCURRENCY = 4
+ROOT_COMPONENTS = ("api-server", "scheduler", "dag-processor")
+SERVICES = ("postgres", "redis", "forward")
+# Measured: both workers answer a ping about 10 s after launch on a two-core machine.
+WORKER_READY_TIMEOUT = 180.0
+
+
+def _worker_command(host: network.RemoteHost, concurrency: int) -> list[str]:
+    worker = [sys.executable, "-m", "airflow", "celery", "worker"]
+    return [*worker, "--celery-hostname", f"celery@{host.name}", "--concurrency", str(concurrency)]
+
+
+@dataclass(frozen=True)
+class CeleryTopology:
+    database: MetadataDatabase
+    broker: Broker
+    workers: tuple[network.RemoteHost, ...]
+    triggerers: tuple[network.RemoteHost, ...]
+    concurrency: int
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        remote = tuple(host.name for host in (*self.triggerers, *self.workers))
+        return (*ROOT_COMPONENTS, *remote, *SERVICES)
+
+    @property
+    def worker_names(self) -> tuple[str, ...]:
+        return tuple(host.name for host in self.workers)
+
+    def start(self, site: AirflowSite) -> None:
+        _ensure_host_packages()
+        remote = [*self.triggerers, *self.workers]
+        hosts_file = network.create(site.home, remote)
+        # Run as a script: it needs only the standard library, and the home is no place to
+        # import this repository from.
+        forward = [sys.executable, forward_module.__file__, network.BRIDGE_IP]
+        ports = [str(spec.port) for spec in SERVERS]
+        environment = site.environment()
+        components.launch(site.home, "forward", [*forward, "127.0.0.1", *ports], environment)
+        self.database.start(f"{network.SUBNET_PREFIX}.0/{network.PREFIX_LENGTH}")
+        self.broker.start()
+        components.migrate(site)
+        for name in ROOT_COMPONENTS:
+            argv = [sys.executable, "-m", "airflow", name]
+            components.launch(site.home, name, network.command(hosts_file, argv), environment)
+        for host in self.triggerers:
+            argv = network.command(hosts_file, [sys.executable, "-m", "airflow", "triggerer"], host)
+            components.launch(site.home, host.name, argv, environment)
+        # Celery refuses to run as root unless told that it is meant to.
+        worker_environment = environment | {"C_FORCE_ROOT": "1"}
+        for host in self.workers:
+            argv = network.command(hosts_file, _worker_command(host, self.concurrency), host)
+            components.launch(site.home, host.name, argv, worker_environment)
+        self._wait_for_workers(site.home)
+
+    def _wait_for_workers(self, home: Path) -> None:
+        app = Celery(broker=self.broker.url)
+        wanted = {f"celery@{name}" for name in self.worker_names}
+        deadline = time.monotonic() + WORKER_READY_TIMEOUT
+        try:
+            while True:
+                answered = {name for reply in app.control.ping(timeout=1.0) for name in reply}
+                if wanted <= answered:
+                    return
+                dead = components.dead(home, self.worker_names)
+                if dead or time.monotonic() > deadline:
+                    tails = "\n\n".join(
+                        f"--- {name} ---\n{components.log_tail(home, name)}"
+                        for name in dead or sorted(wanted - answered)
+                    )
+                    raise RuntimeError(
+                        f"Celery workers {sorted(wanted - answered)} did not answer a ping "
+                        f"within {WORKER_READY_TIMEOUT:.0f}s:\n{tails}"
+                    )
+                time.sleep(0.5)
+        finally:
+            app.close()
+
+    def stop(self, home: Path) -> None:
+        airflow = tuple(name for name in self.components if name not in SERVICES)
+        components.stop(home, airflow)
+        # The database and the broker outlive their clients, so no client's last write is lost.
+        components.stop(home, SERVICES)
+        network.remove(home)
+
+    def reach(self, server: ServerInfo) -> ServerInfo:
+        return dataclasses.replace(server, host=network.BRIDGE_IP)
+
+    def kill_worker(self, home: Path, name: str) -> int:
+        """SIGKILL the worker ``name`` and every process of its host: the host is gone.
+        Returns the PID that led it."""
+        return components.kill(home, name)
+
+
+def _ensure_host_packages() -> None:
+    missing = [] if postgres.programs() else ["postgresql"]
+    missing += [] if shutil.which("redis-server") else ["redis-server"]
+    engine.install_debian_packages(missing)
+
+
+def prepare(
+    home: Path,
+    *,
+    port: int | None = None,
+    extra_dags: Sequence[Path] = (),
+    concurrency: int = DEFAULT_CONCURRENCY,
+) -> tuple[AirflowSite, CeleryTopology]:
+    """The site in ``home`` configured for the celery topology, and the topology to start."""
+    site = AirflowSite.prepare(home, port=port, extra_dags=extra_dags)
+    (home / "run").mkdir(exist_ok=True)
+    # Hex, so that the passwords go into URLs as they are.
+    database = MetadataDatabase(
+        home,
+        network.BRIDGE_IP,
+        any_free_port(),
+        kept_secret(home / "postgres-password", lambda: secrets.token_hex(16)),
+    )
+    broker = Broker(
+        home,
+        network.BRIDGE_IP,
+        any_free_port(),
+        kept_secret(home / "redis-password", lambda: secrets.token_hex(16)),
+    )
+    # Workers at .11 and up, triggerers at .21 and up: an address tells the role.
+    workers = network.numbered("worker", WORKERS, 11)
+    triggerers = network.numbered("triggerer", TRIGGERERS, 21)
+    settings = {
+        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+        "AIRFLOW__CORE__PARALLELISM": str(WORKERS * concurrency),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database.sqlalchemy_url,
+        "AIRFLOW__CELERY__BROKER_URL": broker.url,
+        "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + database.sqlalchemy_url,
+        "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(concurrency),
+    }
+    site = dataclasses.replace(site, host=network.BRIDGE_IP, settings=settings)
+    return site, CeleryTopology(database, broker, workers, triggerers, concurrency)

@@ -1,0 +1,124 @@
+"""The celery topology's network: a bridge of ours, and a network namespace per remote host.
+
+Each namespace has one veth pair whose other end is on the bridge, an address of the bridge's
+subnet, and no default route, so its processes reach the bridge's own address (where the root
+namespace's components listen) and the other namespaces, and nothing else: a packet for any
+other address has no route and is never sent.
+
+Every process of the topology runs with the hosts file written here bound over /etc/hosts in a
+mount namespace of its own, so each host's name resolves on the machine itself: Airflow records
+a task's host by name, and the api-server fetches a running task's log from that name; looked up
+anywhere else, the name would go to the machine's nameserver.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+BRIDGE = "afcelery0"
+# A /24 of the private range that neither Docker's default bridge (172.17.0.0/16) nor the
+# reliability tests' worker namespaces (10.199.0.0/16) use.
+SUBNET_PREFIX = "10.247.31"
+PREFIX_LENGTH = 24
+BRIDGE_IP = f"{SUBNET_PREFIX}.1"
+
+# Binds the hosts file ($1) over /etc/hosts, names the host ($2, unless empty) and runs the rest.
+_ENTER = 'mount --bind "$1" /etc/hosts && { [ -z "$2" ] || hostname "$2"; } && shift 2 && exec "$@"'
+
+
+def _ip(*argv: str) -> None:
+    result = subprocess.run(["ip", *argv], capture_output=True, text=True)
+    if result.returncode:
+        raise RuntimeError(f"`ip {' '.join(argv)}` failed: {result.stderr.strip()}")
+
+
+@dataclass(frozen=True)
+class RemoteHost:
+    """A host of the topology in a network namespace of its own, named as its processes see it."""
+
+    name: str
+    address: str
+
+    @property
+    def namespace(self) -> str:
+        return self.name
+
+    @property
+    def _link(self) -> str:
+        # Interface names are at most 15 characters; the host's name may be longer.
+        return f"afc{self.address.rsplit('.', 1)[1]}"
+
+    @property
+    def bridge_link(self) -> str:
+        return f"{self._link}b"
+
+    @property
+    def inner_link(self) -> str:
+        return f"{self._link}n"
+
+
+def numbered(role: str, count: int, first_address: int) -> tuple[RemoteHost, ...]:
+    """``count`` hosts ``airflow-<role>-1`` and on, from the subnet's ``first_address`` up."""
+    return tuple(
+        RemoteHost(f"airflow-{role}-{n}", f"{SUBNET_PREFIX}.{first_address + n - 1}")
+        for n in range(1, count + 1)
+    )
+
+
+def _marker(home: Path) -> Path:
+    # Written once the bridge is up: the network is this home's to remove.
+    return home / "run" / "network"
+
+
+def create(home: Path, remote_hosts: Sequence[RemoteHost]) -> Path:
+    """Make the bridge, the namespaces and the hosts file; returns the hosts file."""
+    shown = subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True)
+    if shown.returncode == 0:
+        raise RuntimeError(
+            f"The bridge {BRIDGE} exists already, so another celery topology is running. Stop "
+            "it (Ctrl-C in its `make demo TOPOLOGY=celery`, or the end of its test session) "
+            "and start this one again."
+        )
+    (home / "run").mkdir(parents=True, exist_ok=True)
+    _ip("link", "add", BRIDGE, "type", "bridge")
+    _marker(home).write_text("\n".join(host.namespace for host in remote_hosts) + "\n")
+    _ip("addr", "add", f"{BRIDGE_IP}/{PREFIX_LENGTH}", "dev", BRIDGE)
+    _ip("link", "set", BRIDGE, "up")
+    for host in remote_hosts:
+        _ip("netns", "add", host.namespace)
+        _ip("link", "add", host.bridge_link, "type", "veth", "peer", "name", host.inner_link)
+        _ip("link", "set", host.inner_link, "netns", host.namespace)
+        _ip("link", "set", host.bridge_link, "master", BRIDGE, "up")
+        inside = ("-n", host.namespace)
+        _ip(*inside, "addr", "add", f"{host.address}/{PREFIX_LENGTH}", "dev", host.inner_link)
+        _ip(*inside, "link", "set", host.inner_link, "up")
+        _ip(*inside, "link", "set", "lo", "up")
+    hosts_file = home / "run" / "hosts"
+    lines = [f"{host.address}\t{host.name}" for host in remote_hosts]
+    hosts_file.write_text(Path("/etc/hosts").read_text() + "\n".join(lines) + "\n")
+    return hosts_file
+
+
+def remove(home: Path) -> bool:
+    """Remove the namespaces and the bridge this home made (deleting a namespace deletes its
+    veth pair); True if there was any."""
+    marker = _marker(home)
+    if not marker.exists():
+        return False
+    for namespace in marker.read_text().split():
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+    subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+    marker.unlink()
+    return True
+
+
+def command(hosts_file: Path, argv: list[str], host: RemoteHost | None = None) -> list[str]:
+    """``argv`` run with the topology's hosts file, and inside ``host``'s namespace, under its
+    name, when one is given. Every program here execs the next, so the PID stays argv's."""
+    if host is None:
+        return ["unshare", "--mount", "sh", "-c", _ENTER, "sh", str(hosts_file), "", *argv]
+    inside = ["ip", "netns", "exec", host.namespace, "unshare", "--mount", "--uts"]
+    return [*inside, "sh", "-c", _ENTER, "sh", str(hosts_file), host.name, *argv]
