@@ -37,7 +37,16 @@ TRIGGERERS = 2
 # together); four per worker keep two workers' share of a two-core machine reasonable.
 DEFAULT_CONCURRENCY = 4
 ROOT_COMPONENTS = ("api-server", "scheduler", "dag-processor")
+# Workers at .11 and up, triggerers at .21 and up: an address tells the role.
+WORKER_HOSTS = network.numbered("worker", WORKERS, 11)
+TRIGGERER_HOSTS = network.numbered("triggerer", TRIGGERERS, 21)
+WORKER_NAMES = tuple(host.name for host in WORKER_HOSTS)
 SERVICES = ("postgres", "redis", "forward")
+AIRFLOW_COMPONENTS = (
+    *ROOT_COMPONENTS,
+    *(host.name for host in TRIGGERER_HOSTS),
+    *WORKER_NAMES,
+)
 # Measured: both workers answer a ping about 10 s after launch on a two-core machine.
 WORKER_READY_TIMEOUT = 180.0
 
@@ -51,23 +60,12 @@ def _worker_command(host: network.RemoteHost, concurrency: int) -> list[str]:
 class CeleryTopology:
     database: MetadataDatabase
     broker: Broker
-    workers: tuple[network.RemoteHost, ...]
-    triggerers: tuple[network.RemoteHost, ...]
     concurrency: int
-
-    @property
-    def components(self) -> tuple[str, ...]:
-        remote = tuple(host.name for host in (*self.triggerers, *self.workers))
-        return (*ROOT_COMPONENTS, *remote, *SERVICES)
-
-    @property
-    def worker_names(self) -> tuple[str, ...]:
-        return tuple(host.name for host in self.workers)
+    components: tuple[str, ...] = (*AIRFLOW_COMPONENTS, *SERVICES)
 
     def start(self, site: AirflowSite) -> None:
         _ensure_host_packages()
-        remote = [*self.triggerers, *self.workers]
-        hosts_file = network.create(site.home, remote)
+        hosts_file = network.create(site.home, [*TRIGGERER_HOSTS, *WORKER_HOSTS])
         # Run as a script: it needs only the standard library, and the home is no place to
         # import this repository from.
         forward = [sys.executable, forward_module.__file__, network.BRIDGE_IP]
@@ -80,26 +78,26 @@ class CeleryTopology:
         for name in ROOT_COMPONENTS:
             argv = [sys.executable, "-m", "airflow", name]
             components.launch(site.home, name, network.command(hosts_file, argv), environment)
-        for host in self.triggerers:
+        for host in TRIGGERER_HOSTS:
             argv = network.command(hosts_file, [sys.executable, "-m", "airflow", "triggerer"], host)
             components.launch(site.home, host.name, argv, environment)
         # Celery refuses to run as root unless told that it is meant to.
         worker_environment = environment | {"C_FORCE_ROOT": "1"}
-        for host in self.workers:
+        for host in WORKER_HOSTS:
             argv = network.command(hosts_file, _worker_command(host, self.concurrency), host)
             components.launch(site.home, host.name, argv, worker_environment)
         self._wait_for_workers(site.home)
 
     def _wait_for_workers(self, home: Path) -> None:
         app = Celery(broker=self.broker.url)
-        wanted = {f"celery@{name}" for name in self.worker_names}
+        wanted = {f"celery@{name}" for name in WORKER_NAMES}
         deadline = time.monotonic() + WORKER_READY_TIMEOUT
         try:
             while True:
                 answered = {name for reply in app.control.ping(timeout=1.0) for name in reply}
                 if wanted <= answered:
                     return
-                dead = components.dead(home, self.worker_names)
+                dead = components.dead(home, WORKER_NAMES)
                 if dead or time.monotonic() > deadline:
                     tails = "\n\n".join(
                         f"--- {name} ---\n{components.log_tail(home, name)}"
@@ -114,11 +112,7 @@ class CeleryTopology:
             app.close()
 
     def stop(self, home: Path) -> None:
-        airflow = tuple(name for name in self.components if name not in SERVICES)
-        components.stop(home, airflow)
-        # The database and the broker outlive their clients, so no client's last write is lost.
-        components.stop(home, SERVICES)
-        network.remove(home)
+        stop(home)
 
     def reach(self, server: ServerInfo) -> ServerInfo:
         return dataclasses.replace(server, host=network.BRIDGE_IP)
@@ -127,6 +121,14 @@ class CeleryTopology:
         """SIGKILL the worker ``name`` and every process of its host: the host is gone.
         Returns the PID that led it."""
         return components.kill(home, name)
+
+
+def stop(home: Path) -> None:
+    """Stop the celery topology started in ``home`` and remove its network, if it runs."""
+    components.stop(home, AIRFLOW_COMPONENTS)
+    # The database and the broker outlive their clients, so no client's last write is lost.
+    components.stop(home, SERVICES)
+    network.remove(home)
 
 
 def _ensure_host_packages() -> None:
@@ -158,9 +160,6 @@ def prepare(
         any_free_port(),
         kept_secret(home / "redis-password", lambda: secrets.token_hex(16)),
     )
-    # Workers at .11 and up, triggerers at .21 and up: an address tells the role.
-    workers = network.numbered("worker", WORKERS, 11)
-    triggerers = network.numbered("triggerer", TRIGGERERS, 21)
     settings = {
         "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
         "AIRFLOW__CORE__PARALLELISM": str(WORKERS * concurrency),
@@ -170,4 +169,4 @@ def prepare(
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(concurrency),
     }
     site = dataclasses.replace(site, host=network.BRIDGE_IP, settings=settings)
-    return site, CeleryTopology(database, broker, workers, triggerers, concurrency)
+    return site, CeleryTopology(database, broker, concurrency)

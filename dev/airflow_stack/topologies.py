@@ -16,8 +16,9 @@ from dev.stack.state import ServerInfo
 
 
 class Topology(Protocol):
-    # The processes whose exit means the topology is broken, as named in the home's run/.
-    components: tuple[str, ...]
+    @property
+    def components(self) -> tuple[str, ...]:
+        """The processes whose exit means the topology is broken, as named in the home's run/."""
 
     def start(self, site: AirflowSite) -> None:
         """Migrate the database and start everything, in the background."""
