@@ -47,6 +47,7 @@ AIRFLOW_COMPONENTS = (
     *(host.name for host in TRIGGERER_HOSTS),
     *WORKER_NAMES,
 )
+HEARTBEAT_TIMEOUT_SECONDS = 60
 # Measured: both workers answer a ping about 10 s after launch on a two-core machine.
 WORKER_READY_TIMEOUT = 180.0
 
@@ -81,23 +82,27 @@ class CeleryTopology:
         for host in TRIGGERER_HOSTS:
             argv = network.command(hosts_file, [sys.executable, "-m", "airflow", "triggerer"], host)
             components.launch(site.home, host.name, argv, environment)
-        # Celery refuses to run as root unless told that it is meant to.
-        worker_environment = environment | {"C_FORCE_ROOT": "1"}
         for host in WORKER_HOSTS:
-            argv = network.command(hosts_file, _worker_command(host, self.concurrency), host)
-            components.launch(site.home, host.name, argv, worker_environment)
-        self._wait_for_workers(site.home)
+            self._launch_worker(site, host)
+        self._wait_for_workers(site.home, WORKER_NAMES)
 
-    def _wait_for_workers(self, home: Path) -> None:
+    def _launch_worker(self, site: AirflowSite, host: network.RemoteHost) -> None:
+        argv = network.command(
+            network.hosts_file(site.home), _worker_command(host, self.concurrency), host
+        )
+        # Celery refuses to run as root unless told that it is meant to.
+        components.launch(site.home, host.name, argv, site.environment() | {"C_FORCE_ROOT": "1"})
+
+    def _wait_for_workers(self, home: Path, names: tuple[str, ...]) -> None:
         app = Celery(broker=self.broker.url)
-        wanted = {f"celery@{name}" for name in WORKER_NAMES}
+        wanted = {f"celery@{name}" for name in names}
         deadline = time.monotonic() + WORKER_READY_TIMEOUT
         try:
             while True:
                 answered = {name for reply in app.control.ping(timeout=1.0) for name in reply}
                 if wanted <= answered:
                     return
-                dead = components.dead(home, WORKER_NAMES)
+                dead = components.dead(home, names)
                 if dead or time.monotonic() > deadline:
                     tails = "\n\n".join(
                         f"--- {name} ---\n{components.log_tail(home, name)}"
@@ -121,6 +126,11 @@ class CeleryTopology:
         """SIGKILL the worker ``name`` and every process of its host: the host is gone.
         Returns the PID that led it."""
         return components.kill(home, name)
+
+    def restart_worker(self, site: AirflowSite, name: str) -> None:
+        """Start the worker ``name`` again on its host after ``kill_worker``; wait for it."""
+        self._launch_worker(site, next(host for host in WORKER_HOSTS if host.name == name))
+        self._wait_for_workers(site.home, (name,))
 
 
 def stop(home: Path) -> None:
@@ -167,6 +177,9 @@ def prepare(
         "AIRFLOW__CELERY__BROKER_URL": broker.url,
         "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + database.sqlalchemy_url,
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(concurrency),
+        # A lost host's tasks stop heartbeating (every 5 s while they run); the default 300 s
+        # before the scheduler fails them, and retries them elsewhere, is long for a demo.
+        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_SECONDS),
     }
     site = dataclasses.replace(site, host=network.BRIDGE_IP, settings=settings)
     return site, CeleryTopology(database, broker, concurrency)

@@ -68,6 +68,11 @@ def numbered(role: str, count: int, first_address: int) -> tuple[RemoteHost, ...
     )
 
 
+def hosts_file(home: Path) -> Path:
+    """The machine's hosts file and a line for each host of the topology."""
+    return home / "run" / "hosts"
+
+
 def _marker(home: Path) -> Path:
     # Written once the bridge is up: the network is this home's to remove.
     return home / "run" / "network"
@@ -96,10 +101,9 @@ def create(home: Path, remote_hosts: Sequence[RemoteHost]) -> Path:
         _ip(*inside, "addr", "add", f"{host.address}/{PREFIX_LENGTH}", "dev", host.inner_link)
         _ip(*inside, "link", "set", host.inner_link, "up")
         _ip(*inside, "link", "set", "lo", "up")
-    hosts_file = home / "run" / "hosts"
     lines = [f"{host.address}\t{host.name}" for host in remote_hosts]
-    hosts_file.write_text(Path("/etc/hosts").read_text() + "\n".join(lines) + "\n")
-    return hosts_file
+    hosts_file(home).write_text(Path("/etc/hosts").read_text() + "\n".join(lines) + "\n")
+    return hosts_file(home)
 
 
 def remove(home: Path) -> bool:
