@@ -24,6 +24,7 @@ BRIDGE = "afcelery0"
 SUBNET_PREFIX = "10.247.31"
 PREFIX_LENGTH = 24
 BRIDGE_IP = f"{SUBNET_PREFIX}.1"
+NFT_TABLE = "afcelery"
 
 # Binds the hosts file ($1) over /etc/hosts, names the host ($2, unless empty) and runs the rest.
 _ENTER = 'mount --bind "$1" /etc/hosts && { [ -z "$2" ] || hostname "$2"; } && shift 2 && exec "$@"'
@@ -92,6 +93,7 @@ def create(home: Path, remote_hosts: Sequence[RemoteHost]) -> Path:
     _marker(home).write_text("\n".join(host.namespace for host in remote_hosts) + "\n")
     _ip("addr", "add", f"{BRIDGE_IP}/{PREFIX_LENGTH}", "dev", BRIDGE)
     _ip("link", "set", BRIDGE, "up")
+    _guard_bridge_address()
     for host in remote_hosts:
         _ip("netns", "add", host.namespace)
         _ip("link", "add", host.bridge_link, "type", "veth", "peer", "name", host.inner_link)
@@ -106,6 +108,26 @@ def create(home: Path, remote_hosts: Sequence[RemoteHost]) -> Path:
     return hosts_file(home)
 
 
+def _guard_bridge_address() -> None:
+    """Take connections to the bridge's address only from the bridge and from this host.
+
+    The address is the host's own, so without this rule a sandbox on the Docker bridge could
+    reach it too: the database, the broker, and the forward to the OpenSandbox servers, which
+    listen on loopback because their sandbox proxy route asks for no API key.
+    """
+    rules = f"""
+table inet {NFT_TABLE} {{
+  chain input {{
+    type filter hook input priority 0;
+    ip daddr {BRIDGE_IP} iifname != {{ "{BRIDGE}", "lo" }} drop
+  }}
+}}
+"""
+    result = subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True)
+    if result.returncode:
+        raise RuntimeError(f"nft refused the bridge address's guard: {result.stderr.strip()}")
+
+
 def remove(home: Path) -> bool:
     """Remove the namespaces and the bridge this home made (deleting a namespace deletes its
     veth pair); True if there was any."""
@@ -115,6 +137,7 @@ def remove(home: Path) -> bool:
     for namespace in marker.read_text().split():
         subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
     subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+    subprocess.run(["nft", "delete", "table", "inet", NFT_TABLE], capture_output=True)
     marker.unlink()
     return True
 
