@@ -35,7 +35,7 @@ WORKERS = 2
 TRIGGERERS = 2
 # Task slots per worker. Each running task is a supervisor and a task process (about 150 MB
 # together); four per worker keep two workers' share of a two-core machine reasonable.
-DEFAULT_CONCURRENCY = 4
+CONCURRENCY = 4
 ROOT_COMPONENTS = ("api-server", "scheduler", "dag-processor")
 # Workers at .11 and up, triggerers at .21 and up: an address tells the role.
 WORKER_HOSTS = network.numbered("worker", WORKERS, 11)
@@ -52,16 +52,15 @@ HEARTBEAT_TIMEOUT_SECONDS = 60
 WORKER_READY_TIMEOUT = 180.0
 
 
-def _worker_command(host: network.RemoteHost, concurrency: int) -> list[str]:
+def _worker_command(host: network.RemoteHost) -> list[str]:
     worker = [sys.executable, "-m", "airflow", "celery", "worker"]
-    return [*worker, "--celery-hostname", f"celery@{host.name}", "--concurrency", str(concurrency)]
+    return [*worker, "--celery-hostname", f"celery@{host.name}", "--concurrency", str(CONCURRENCY)]
 
 
 @dataclass(frozen=True)
 class CeleryTopology:
     database: MetadataDatabase
     broker: Broker
-    concurrency: int
     components: tuple[str, ...] = (*AIRFLOW_COMPONENTS, *SERVICES)
 
     def start(self, site: AirflowSite) -> None:
@@ -87,9 +86,7 @@ class CeleryTopology:
         self._wait_for_workers(site.home, WORKER_NAMES)
 
     def _launch_worker(self, site: AirflowSite, host: network.RemoteHost) -> None:
-        argv = network.command(
-            network.hosts_file(site.home), _worker_command(host, self.concurrency), host
-        )
+        argv = network.command(network.hosts_file(site.home), _worker_command(host), host)
         # Celery refuses to run as root unless told that it is meant to.
         components.launch(site.home, host.name, argv, site.environment() | {"C_FORCE_ROOT": "1"})
 
@@ -152,7 +149,6 @@ def prepare(
     *,
     port: int | None = None,
     extra_dags: Sequence[Path] = (),
-    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> tuple[AirflowSite, CeleryTopology]:
     """The site in ``home`` configured for the celery topology, and the topology to start."""
     site = AirflowSite.prepare(home, port=port, extra_dags=extra_dags)
@@ -172,14 +168,14 @@ def prepare(
     )
     settings = {
         "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-        "AIRFLOW__CORE__PARALLELISM": str(WORKERS * concurrency),
+        "AIRFLOW__CORE__PARALLELISM": str(WORKERS * CONCURRENCY),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database.sqlalchemy_url,
         "AIRFLOW__CELERY__BROKER_URL": broker.url,
         "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + database.sqlalchemy_url,
-        "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(concurrency),
+        "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CONCURRENCY),
         # A lost host's tasks stop heartbeating (every 5 s while they run); the default 300 s
         # before the scheduler fails them, and retries them elsewhere, is long for a demo.
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_SECONDS),
     }
     site = dataclasses.replace(site, host=network.BRIDGE_IP, settings=settings)
-    return site, CeleryTopology(database, broker, concurrency)
+    return site, CeleryTopology(database, broker)
