@@ -119,15 +119,19 @@ class CeleryTopology:
     def reach(self, server: ServerInfo) -> ServerInfo:
         return dataclasses.replace(server, host=network.BRIDGE_IP)
 
-    def kill_worker(self, home: Path, name: str) -> int:
-        """SIGKILL the worker ``name`` and every process of its host: the host is gone.
-        Returns the PID that led it."""
-        return components.kill(home, name)
+    def kill_worker(self, name: str) -> list[int]:
+        """SIGKILL every process on the worker ``name``'s host, the worker and the tasks it
+        runs, at once: the host is gone. Returns their PIDs."""
+        return network.kill_processes(_worker_host(name).namespace)
 
     def restart_worker(self, site: AirflowSite, name: str) -> None:
         """Start the worker ``name`` again on its host after ``kill_worker``; wait for it."""
-        self._launch_worker(site, next(host for host in WORKER_HOSTS if host.name == name))
+        self._launch_worker(site, _worker_host(name))
         self._wait_for_workers(site.home, (name,))
+
+
+def _worker_host(name: str) -> network.RemoteHost:
+    return next(host for host in WORKER_HOSTS if host.name == name)
 
 
 def stop(home: Path) -> None:

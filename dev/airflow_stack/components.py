@@ -136,17 +136,6 @@ def pid(home: Path, component: str) -> int | None:
     return _live_pid(_pid_file(home, component))
 
 
-def kill(home: Path, component: str) -> int:
-    """SIGKILL ``component`` and every process of its group at once, as a lost host would end
-    them; returns the PID that led it."""
-    pid = _live_pid(_pid_file(home, component))
-    if pid is None:
-        raise RuntimeError(f"{component} is not running in {home}, so there is nothing to kill.")
-    os.killpg(pid, signal.SIGKILL)
-    _wait_gone(pid, time.monotonic() + 10)
-    return pid
-
-
 def dead(home: Path, components: tuple[str, ...] = COMPONENTS) -> list[str]:
     """The ``components`` that were started in ``home`` and are no longer running."""
     return [

@@ -13,7 +13,10 @@ anywhere else, the name would go to the machine's nameserver.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,8 @@ SUBNET_PREFIX = "10.247.31"
 PREFIX_LENGTH = 24
 BRIDGE_IP = f"{SUBNET_PREFIX}.1"
 NFT_TABLE = "afcelery"
+# SIGKILL takes effect at once; the bound only keeps a stuck kill from hanging a stop.
+KILL_WAIT_SECONDS = 10.0
 
 # Binds the hosts file ($1) over /etc/hosts, names the host ($2, unless empty) and runs the rest.
 _ENTER = 'mount --bind "$1" /etc/hosts && { [ -z "$2" ] || hostname "$2"; } && shift 2 && exec "$@"'
@@ -135,11 +140,46 @@ def remove(home: Path) -> bool:
     if not marker.exists():
         return False
     for namespace in marker.read_text().split():
+        # Deleting a namespace ends none of its processes: a task process that outlived its
+        # worker would live on, cut off.
+        kill_processes(namespace)
         subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
     subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
     subprocess.run(["nft", "delete", "table", "inet", NFT_TABLE], capture_output=True)
     marker.unlink()
     return True
+
+
+def kill_processes(namespace: str) -> list[int]:
+    """SIGKILL every process in ``namespace`` at once, as a host that is lost ends them; returns
+    their PIDs once all are gone.
+
+    A worker's task processes lead process groups of their own, so signalling the worker's
+    group would leave them running; the namespace holds them all.
+    """
+    killed: set[int] = set()
+    deadline = time.monotonic() + KILL_WAIT_SECONDS
+    while pids := _pids(namespace):
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            killed.add(pid)
+        for pid in killed:
+            try:
+                os.waitpid(pid, os.WNOHANG)  # a child of this process stays a zombie until reaped
+            except ChildProcessError:
+                pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Processes {pids} in namespace {namespace} survived SIGKILL.")
+        time.sleep(0.1)
+    return sorted(killed)
+
+
+def _pids(namespace: str) -> list[int]:
+    listed = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True)
+    return [int(pid) for pid in listed.stdout.split()]
 
 
 def command(hosts_file: Path, argv: list[str], host: RemoteHost | None = None) -> list[str]:
