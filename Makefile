@@ -12,7 +12,7 @@ EGRESS_IMAGE ?=
 SANDBOX_IMAGE ?=
 export EXECD_IMAGE EGRESS_IMAGE SANDBOX_IMAGE
 
-.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart kube-build docs demo bench load soak lint pin pin-stack \
+.PHONY: setup test suite unit stack-up stack-down stack-status stack-restart kube-build docs verification-record demo bench load soak lint pin pin-stack \
 	dist compat compat-pin
 
 # uv comes from PyPI when it is missing; the environment is synced to the exact pins, which
@@ -95,6 +95,11 @@ compat: setup
 compat-pin: setup
 	$(PY) -m dev.compat pin $(COMPAT)
 
+# After a whole-suite run (`make test`, or with the named images) on a committed tree: keeps its
+# outcomes as the last run of its kind, which docs/verification.rst's claims table is built from.
+verification-record: setup
+	$(PY) -m tests.run_summary record
+
 docs: setup
 	$(PY) -m sphinx -q -W --keep-going -b html docs docs/_build/html
 
@@ -133,5 +138,5 @@ soak: setup
 	$(STACK) run -- $(PY) -m benchmarks.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
 lint: setup
-	$(PY) -m ruff check src tests dev system_tests benchmarks
+	$(PY) -m ruff check src tests dev system_tests benchmarks docs/_ext
 	$(PY) -m mypy src

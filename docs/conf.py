@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# The claims table of verification.rst is built by a directive of our own.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "_ext"))
+
 project = "airflow-provider-opensandbox"
 author = "airflow-provider-opensandbox contributors"
 copyright = "2026, airflow-provider-opensandbox contributors"
 
-extensions: list[str] = []
+extensions = ["claims_table"]
 exclude_patterns = ["_build"]
 html_theme = "alabaster"
 html_theme_options = {"description": "OpenSandbox backend for common-ai's SandboxToolset"}

@@ -13,6 +13,7 @@ import pytest
 from dev.stack import leaks
 from dev.stack.images import ROLES
 from dev.stack.state import ServerInfo, StackState, read_state
+from tests.run_summary import RunSummary
 from tests.snapshot_leaks import snapshot_leftovers, snapshot_resources
 
 STACK_FIXTURES = {"stack", "plain_server", "dns_server", "dns_nft_server"}
@@ -23,6 +24,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # The SDK otherwise posts telemetry to the server after every create.
     os.environ["OPENSANDBOX_DISABLE_METRICS"] = "1"
     _keep_the_stacks_named_images()
+    # What this run showed, for the claims table of docs/verification.rst.
+    config.pluginmanager.register(RunSummary.for_config(config), "run-summary")
 
 
 def _keep_the_stacks_named_images() -> None:

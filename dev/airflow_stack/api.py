@@ -137,9 +137,13 @@ class AirflowApi:
 
     def return_value(self, dag_id: str, run_id: str, task_id: str) -> Any:
         """The XCom a task returned, as the worker stored it."""
+        return self.xcom(dag_id, run_id, task_id, key="return_value")
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, *, key: str) -> Any:
+        """One XCom of a task, as the worker stored it."""
         path = (
             f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
-            "/xcomEntries/return_value"
+            f"/xcomEntries/{quote(key, safe='')}"
         )
         return self._call("GET", path, params={"deserialize": "true"}).json()["value"]
 

@@ -130,7 +130,8 @@ class AirflowSite:
             "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__FERNET_KEY": self.fernet_key,
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+            # A viewer too: the Sandboxes view refuses a user without edit rights.
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
             "AIRFLOW__API__BASE_URL": self.base_url,
             "AIRFLOW__API__HOST": self.host,

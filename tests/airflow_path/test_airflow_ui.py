@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from datetime import timedelta
 
+import httpx
 import pytest
+from opensandbox.exceptions import SandboxException
 from playwright.sync_api import Locator, Page, expect, sync_playwright
 
 from dev.airflow_stack.home import REPO
@@ -24,9 +27,12 @@ from dev.airflow_stack.running import (
     USERNAME,
     DagRunOutcome,
     RunningAirflow,
+    opensandbox_connection,
     trigger,
 )
 from dev.stack.state import ServerInfo
+from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
+from opensandbox_provider.sandbox._tags import CREATED_BY
 from tests.airflow_path.browser import CHROMIUM_FLAGS, chromium_executable
 from tests.airflow_path.dags import opensandbox_deferred_ticks as ticks
 
@@ -224,3 +230,104 @@ def test_ui_shows_a_deferred_task_deferred_while_its_command_runs_then_successfu
         "exit_code": 0,
         "stdout": ticks.expected_stdout(DEFERRED_TICKS),
     }
+
+
+# ----------------------------------------------------------------------
+# The Sandboxes view (opensandbox_provider.plugins)
+# ----------------------------------------------------------------------
+
+VIEWER = "viewer"
+LEAKED_IDENTITY = TaskInstanceIdentity(
+    dag_id="opensandbox_long_gone", task_id="lost", run_id="manual__2026-01-01", try_number=1
+)
+
+
+@pytest.fixture
+def leaked_sandbox(plain_server: ServerInfo) -> Iterator[str]:
+    """A sandbox as a dead worker leaves one: made by this provider for a task long ended."""
+    from opensandbox import SandboxSync
+
+    sandbox = SandboxSync.create(
+        "python:3.12-slim",
+        connection_config=plain_server.connection_config(),
+        metadata={**CREATED_BY, **LEAKED_IDENTITY.metadata()},
+        timeout=timedelta(minutes=10),
+        skip_health_check=True,
+    )
+    try:
+        yield sandbox.id
+    finally:
+        with suppress(SandboxException):
+            sandbox.kill()
+        sandbox.close()
+
+
+def _token(airflow: RunningAirflow, username: str) -> str:
+    password = json.loads(airflow.site.password_file.read_text())[username]
+    answer = httpx.post(
+        f"{airflow.site.base_url}/auth/token", json={"username": username, "password": password}
+    )
+    answer.raise_for_status()
+    return str(answer.json()["access_token"])
+
+
+def test_the_sandboxes_view_refuses_anonymous_requests_and_a_viewers_kill(
+    airflow: RunningAirflow, plain_server: ServerInfo, leaked_sandbox: str
+) -> None:
+    airflow.api.put_connection(opensandbox_connection(plain_server))
+    base = f"{airflow.site.base_url}/opensandbox"
+    kill = f"{base}/api/connections/{CONN_ID}/sandboxes/{leaked_sandbox}/kill"
+    action = {"X-OpenSandbox-Action": "kill"}
+    assert httpx.get(f"{base}/sandboxes").status_code == 401
+    assert httpx.get(f"{base}/api/sandboxes").status_code == 401
+    assert httpx.post(kill, headers=action).status_code == 401
+
+    viewer = {"Authorization": f"Bearer {_token(airflow, VIEWER)}"}
+    listing = httpx.get(f"{base}/api/sandboxes", headers=viewer)
+    assert listing.status_code == 200, listing.text
+    listed = [s["id"] for server in listing.json() for s in server["sandboxes"]]
+    assert leaked_sandbox in listed
+    refused = httpx.post(kill, headers=viewer | action)
+    assert refused.status_code == 403, refused.text
+    assert plain_server.has_sandbox(leaked_sandbox)
+    # Whatever the page says, it never carries the connection's API key.
+    assert plain_server.api_key not in listing.text
+    assert plain_server.api_key not in httpx.get(f"{base}/sandboxes", headers=viewer).text
+
+    admin = {"Authorization": f"Bearer {_token(airflow, USERNAME)}"}
+    without_header = httpx.post(kill, headers=admin)
+    assert without_header.status_code == 400, without_header.text
+    assert plain_server.has_sandbox(leaked_sandbox)
+
+
+def test_ui_sandboxes_view_shows_a_deferred_tasks_sandbox_and_kills_a_leaked_one(
+    page: Page, airflow: RunningAirflow, plain_server: ServerInfo, leaked_sandbox: str
+) -> None:
+    api = airflow.api
+    run_id = trigger(airflow, plain_server, ticks.DAG_ID, conf={"seconds": DEFERRED_TICKS})
+    api.wait_for_task_state(ticks.DAG_ID, run_id, ticks.TASK_ID, "deferred", timeout=DEFER_TIMEOUT)
+    running = api.xcom(ticks.DAG_ID, run_id, ticks.TASK_ID, key="sandbox_id")
+
+    page.goto(f"{airflow.site.base_url}/")
+    page.get_by_role("button", name="Browse").click()
+    page.get_by_role("menuitem", name="Sandboxes").click()
+    view = page.frame_locator("iframe")
+    with screenshot(page, "10-sandboxes-view"):
+        expect(view.get_by_text(running)).to_be_visible()
+        expect(view.get_by_text(leaked_sandbox)).to_be_visible()
+        owner = view.get_by_role("row").filter(has_text=running)
+        expect(owner.get_by_role("link", name=re.compile(ticks.TASK_ID))).to_be_visible()
+    leaked_row = view.get_by_role("row").filter(has_text=leaked_sandbox)
+    leaked_row.get_by_role("button", name="Kill").click()
+    # Nothing happens before the second click confirms it.
+    assert plain_server.has_sandbox(leaked_sandbox)
+    leaked_row.get_by_role("button", name="Confirm kill").click()
+    with screenshot(page, "11-sandboxes-view-after-kill"):
+        expect(view.get_by_text(leaked_sandbox)).to_have_count(0)
+        expect(view.get_by_text(running)).to_be_visible()
+    assert not plain_server.has_sandbox(leaked_sandbox)
+    # The owner's link opens its task instance in the UI, not inside the frame.
+    owner.get_by_role("link", name=re.compile(ticks.TASK_ID)).click()
+    page.wait_for_url(re.compile(rf"/dags/{ticks.DAG_ID}/runs/.+/tasks/{ticks.TASK_ID}"))
+    # The deferred task's sandbox was left alone: its task ends as it would have.
+    assert api.wait_for_run(ticks.DAG_ID, run_id, timeout=DEFER_TIMEOUT) == "success"

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 
 from opensandbox_provider.sandbox._identity import (
+    EXACT_PREFIX,
     KEYS,
+    TaskInstanceIdentity,
     current_identity,
     identity_metadata,
     label_value,
@@ -55,4 +58,48 @@ def test_an_unmapped_task_carries_no_map_index():
 
 
 def test_outside_a_task_there_is_no_identity():
+    assert current_identity() == {}
+
+
+RUN_ID = "manual__2026-01-01T00:00:00+00:00"
+
+
+def test_an_identity_reads_back_exactly_from_its_metadata():
+    identity = TaskInstanceIdentity("d" * 80, "group.task", RUN_ID, map_index=3, try_number=2)
+    metadata = identity.metadata()
+    assert all(len(key) <= 63 and _LABEL.fullmatch(value) for key, value in metadata.items())
+    assert TaskInstanceIdentity.read(metadata) == identity
+
+
+def test_a_valid_id_is_stored_once_and_a_hashed_one_also_exactly():
+    metadata = TaskInstanceIdentity("my_dag", "t", RUN_ID, try_number=1).metadata()
+    exact = {key for key in metadata if key.startswith(EXACT_PREFIX)}
+    assert exact and all(key.startswith(f"{EXACT_PREFIX}run_id") for key in exact)
+    assert metadata[KEYS["dag_id"]] == "my_dag"
+
+
+def test_a_hashed_label_without_its_exact_copy_names_no_task_instance():
+    metadata = TaskInstanceIdentity("my_dag", "t", RUN_ID, try_number=1).metadata()
+    labels_only = {k: v for k, v in metadata.items() if not k.startswith(EXACT_PREFIX)}
+    assert TaskInstanceIdentity.read(labels_only) is None
+    assert TaskInstanceIdentity.read({"created-by": "airflow"}) is None
+
+
+def test_every_try_of_a_task_instance_shares_its_filter():
+    first = TaskInstanceIdentity("d", "t", RUN_ID, try_number=1)
+    second = TaskInstanceIdentity("d", "t", RUN_ID, try_number=2)
+    assert first.task_instance_metadata() == second.task_instance_metadata()
+    assert KEYS["try_number"] not in first.task_instance_metadata()
+    assert KEYS["map_index"] not in first.task_instance_metadata()
+    mapped = TaskInstanceIdentity("d", "t", RUN_ID, map_index=0).task_instance_metadata()
+    assert mapped[KEYS["map_index"]] == "0"
+
+
+def test_inside_a_task_the_identity_is_the_running_task_instances():
+    from airflow.sdk.execution_time.context import set_current_context
+
+    ti = SimpleNamespace(dag_id="d", task_id="t", run_id=RUN_ID, map_index=-1, try_number=4)
+    with set_current_context({"ti": ti}):
+        metadata = current_identity()
+    assert TaskInstanceIdentity.read(metadata) == TaskInstanceIdentity("d", "t", RUN_ID, -1, 4)
     assert current_identity() == {}

@@ -6,8 +6,9 @@ import ipaddress
 import math
 import os
 import ssl
-from contextlib import suppress
-from datetime import timedelta
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,9 @@ from opensandbox_provider.hooks._form import connection_form_widgets, ui_field_b
 
 if TYPE_CHECKING:
     from opensandbox.config.connection_sync import ConnectionConfigSync
+    from opensandbox.sync.manager import SandboxManagerSync
+
+    from opensandbox_provider.hooks._sandboxes import SandboxSummary
 
 # Where the SDK reads its server and key from when it is given neither.
 DOMAIN_VARIABLE = "OPEN_SANDBOX_DOMAIN"
@@ -119,6 +123,72 @@ class OpenSandboxHook(BaseHook):
         """Where the lifecycle API is, for messages: never carries the API key."""
         config = self.connection_config
         return f"{config.protocol}://{config.domain}"
+
+    # ------------------------------------------------------------------
+    # The sandboxes on the server
+    # ------------------------------------------------------------------
+
+    def list_sandboxes(
+        self,
+        *,
+        dag_id: str | None = None,
+        task_id: str | None = None,
+        run_id: str | None = None,
+        map_index: int | None = None,
+        try_number: int | None = None,
+        created_by_provider: bool = True,
+        states: Sequence[str] | None = None,
+    ) -> list[SandboxSummary]:
+        """
+        The sandboxes on the server that the task instance fields given created, each field
+        left ``None`` matching any; ``map_index=-1`` matches unmapped tasks only.
+
+        ``created_by_provider`` keeps to sandboxes this provider created, and ``states`` to
+        sandboxes in those lifecycle states (``"Running"``, ``"Paused"``, ...).
+        """
+        from opensandbox_provider.hooks._sandboxes import SandboxQuery, list_sandboxes
+        from opensandbox_provider.sandbox._errors import as_sandbox_errors
+
+        query = SandboxQuery(
+            dag_id=dag_id,
+            task_id=task_id,
+            run_id=run_id,
+            map_index=map_index,
+            try_number=try_number,
+            created_by_provider=created_by_provider,
+            states=states,
+        )
+        # Read whole before it is returned: a caller that kills what it lists would
+        # otherwise move the pages under the listing.
+        with as_sandbox_errors(f"list the sandboxes on {self.server_url}"), self._manager() as m:
+            return list(list_sandboxes(m, query))
+
+    def kill_sandbox(self, sandbox_id: str) -> bool:
+        """End ``sandbox_id`` now; ``False`` when the server no longer had it."""
+        from opensandbox_provider.sandbox._errors import as_sandbox_errors, done_unless_missing
+
+        with as_sandbox_errors(f"kill sandbox {sandbox_id}"), self._manager() as manager:
+            return done_unless_missing(lambda: manager.kill_sandbox(sandbox_id))
+
+    def renew_sandbox(self, sandbox_id: str, seconds: float) -> datetime:
+        """Move the expiry of ``sandbox_id`` to ``seconds`` from now; return the new expiry."""
+        from opensandbox_provider.sandbox._errors import as_sandbox_errors
+
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(f"seconds is {seconds!r}; give a positive number of seconds.")
+        with as_sandbox_errors(f"renew sandbox {sandbox_id}"), self._manager() as manager:
+            return manager.renew_sandbox(sandbox_id, timedelta(seconds=seconds)).expires_at
+
+    @contextmanager
+    def _manager(self) -> Iterator[SandboxManagerSync]:
+        """A client of its own for the calls of one method: safe from any thread or handler."""
+        from opensandbox.sync.manager import SandboxManagerSync
+
+        manager = SandboxManagerSync.create(self.connection_config)
+        try:
+            yield manager
+        finally:
+            manager.close()
 
     def _from_connection(self) -> dict[str, Any]:
         conn_id = str(self.opensandbox_conn_id)

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.ai.sandbox.base import SandboxSpec
+from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxSpec
 from airflow.providers.common.compat.sdk import (
     AirflowException,
     AirflowSkipException,
@@ -17,6 +17,8 @@ from airflow.providers.common.compat.sdk import (
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.operators._files import copy_outputs, write_files
+from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
+from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 
@@ -34,6 +36,9 @@ DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024
 DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024
 # A failure quotes this many of the last lines of stderr: enough for a traceback's end.
 FAILURE_TAIL_LINES = 20
+# The XCom key the sandbox's id is pushed under as soon as it exists, so that anyone can find
+# the sandbox of a task that is still running, or was killed.
+SANDBOX_ID_XCOM = "sandbox_id"
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,10 @@ class OpenSandboxOperator(BaseOperator):
         self.new_backend()
         self._backend: OpenSandboxBackend | None = None
         self._sandbox_id: str | None = None
+        # What on_kill needs, set before the sandbox is asked for: see _create.
+        self._hook: OpenSandboxHook | None = None
+        self._identity: TaskInstanceIdentity | None = None
+        self._killed = False
 
     # ------------------------------------------------------------------
     # Create, write the files, run
@@ -192,7 +201,7 @@ class OpenSandboxOperator(BaseOperator):
         spec = self.spec
         if self.env:
             spec = replace(spec, env={**(spec.env or {}), **self.env})
-        sandbox = self._sandbox_id = backend.create(spec=spec)
+        sandbox = self._create(backend, spec, context)
         deferred = False
         try:
             write_files(backend, sandbox, self.files, max_bytes=self.max_file_bytes)
@@ -230,6 +239,36 @@ class OpenSandboxOperator(BaseOperator):
         finally:
             if not deferred:
                 self._destroy(backend, sandbox)
+
+    def _create(self, backend: OpenSandboxBackend, spec: SandboxSpec, context: Context) -> str:
+        """
+        Create the sandbox, tell XCom its id, and kill what earlier tries of this task
+        instance left, before anything runs in it.
+        """
+        ti = context.get("ti")
+        # Read now, so that on_kill, which runs in a signal handler, asks Airflow nothing.
+        self._identity = None if ti is None else TaskInstanceIdentity.of(ti)
+        hook = self._hook = OpenSandboxHook(self.opensandbox_conn_id)
+        hook.connection_config  # noqa: B018  (the connection is read here, not in on_kill)
+        sandbox = self._sandbox_id = backend.create(spec=spec)
+        if self._killed:
+            # on_kill came while the sandbox was being created, before its id was known here.
+            self._destroy(backend, sandbox)
+            raise AirflowException(
+                f"The task was killed while sandbox {sandbox} was being created; it was destroyed."
+            )
+        if ti is not None:
+            ti.xcom_push(key=SANDBOX_ID_XCOM, value=sandbox)
+        if self._identity is not None:
+            for left in kill_other_tries(hook, self._identity, keep=sandbox):
+                earlier = left.identity.try_number if left.identity is not None else None
+                self.log.info(
+                    "Killed sandbox %s, left by try %s of this task instance, before this "
+                    "try's command runs.",
+                    left.id,
+                    "unknown" if earlier is None else earlier,
+                )
+        return sandbox
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Back from the trigger: judge the command, copy the outputs, destroy the sandbox."""
@@ -289,8 +328,28 @@ class OpenSandboxOperator(BaseOperator):
     # ------------------------------------------------------------------
 
     def on_kill(self) -> None:
-        if self._backend is not None and self._sandbox_id is not None:
-            self._destroy(self._backend, self._sandbox_id)
+        # This runs in a signal handler, on the thread it interrupted, which may hold any lock
+        # of the backend; so the kill goes through a client of its own, and a sandbox still
+        # being created is found by this try's identity, or destroyed by _create once it has
+        # its id.
+        self._killed = True
+        hook, sandbox, identity = self._hook, self._sandbox_id, self._identity
+        if hook is None:
+            return
+        try:
+            if sandbox is not None:
+                hook.kill_sandbox(sandbox)
+                self.log.info("Killed sandbox %s.", sandbox)
+            elif identity is not None:
+                for killed in kill_this_try(hook, identity):
+                    self.log.info("Killed sandbox %s, found by this try's identity.", killed)
+        except SandboxError:
+            self.log.warning(
+                "Could not kill this task's sandbox; the server ends it when its lease of %gs "
+                "runs out.",
+                self.sandbox_arguments["sandbox_timeout"],
+                exc_info=True,
+            )
 
     def _destroy(self, backend: OpenSandboxBackend, sandbox: str) -> None:
         # Kept in one place so on_kill and the task's end agree; a failure to destroy is only

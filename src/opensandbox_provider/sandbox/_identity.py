@@ -6,7 +6,9 @@ must pass OpenSandbox's label rules: at most 63 characters of ``[A-Za-z0-9-_.]``
 alphanumeric at both ends. A value that already passes is stored as it is, so a filter on
 it is the plain id; one that does not (a run id with ``:`` or ``+``, a long dag id) keeps a
 readable prefix of its allowed characters and ends with a hash of the whole value, so two
-different ids never share a label.
+different ids never share a label. Such a value is stored once more, losslessly, under
+``airflow-ti/`` (in the chunks :mod:`~opensandbox_provider.sandbox._tags` writes), so
+that a cleanup Dag can ask Airflow about the task instance by its real ids.
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from airflow.providers.common.compat.sdk import AirflowException, get_current_context
+
+from opensandbox_provider.sandbox import _tags
 
 KEYS = {
     "dag_id": "airflow-dag-id",
@@ -25,11 +32,19 @@ KEYS = {
 }
 """Each identity field and the metadata key that holds it."""
 
+EXACT_PREFIX = "airflow-ti/"
+"""The prefix of the lossless copies of ids their label could only hash."""
+
 _MAX = 63
 _VALID = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _DISALLOWED = re.compile(r"[^-A-Za-z0-9_.]+")
 # Twelve hex digits of SHA-256: collisions between the ids of one server are not a concern.
 _HASH_LENGTH = 12
+_IDS = ("dag_id", "task_id", "run_id")
+# What a label that hashes its value ends with. A real id may end so too; without its exact
+# copy it then reads as unknown, which only makes a cleanup leave its sandbox alone.
+_HASHED = re.compile(rf"(^h|-)[0-9a-f]{{{_HASH_LENGTH}}}$")
+_UNMAPPED = -1
 
 
 def label_value(value: object) -> str:
@@ -43,32 +58,99 @@ def label_value(value: object) -> str:
 
 
 def identity_metadata(fields: Mapping[str, object]) -> dict[str, str]:
-    """Return the metadata for the identity fields given (any of :data:`KEYS`)."""
+    """Return the label metadata for the identity fields given (any of :data:`KEYS`)."""
     unknown = set(fields) - set(KEYS)
     if unknown:
         raise ValueError(f"These are not task-instance identity fields: {sorted(unknown)}.")
     # An unmapped task's map_index is -1; like KubernetesPodOperator's labels, it is left out
     # rather than stored as a label that cannot start with "-".
-    skipped = {"map_index"} if fields.get("map_index") == -1 else set()
+    skipped = {"map_index"} if fields.get("map_index") == _UNMAPPED else set()
     present = {n: v for n, v in fields.items() if v is not None and n not in skipped}
     return {KEYS[name]: label_value(value) for name, value in present.items()}
 
 
+@dataclass(frozen=True)
+class TaskInstanceIdentity:
+    """The task instance, and the try of it, that created a sandbox."""
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int = _UNMAPPED
+    try_number: int | None = None
+
+    @classmethod
+    def of(cls, ti: Any) -> TaskInstanceIdentity:
+        """The identity of a running task instance (the ``ti`` of a task's context)."""
+        return cls(
+            dag_id=ti.dag_id,
+            task_id=ti.task_id,
+            run_id=ti.run_id,
+            map_index=_UNMAPPED if ti.map_index is None else ti.map_index,
+            try_number=ti.try_number,
+        )
+
+    def metadata(self) -> dict[str, str]:
+        """The labels to filter on, and the exact ids a label could only hash."""
+        labels = identity_metadata({name: getattr(self, name) for name in KEYS})
+        hashed = {name: getattr(self, name) for name in _IDS}
+        hashed = {name: value for name, value in hashed.items() if labels[KEYS[name]] != value}
+        return {**labels, **_tags.encode(hashed, prefix=EXACT_PREFIX)}
+
+    def task_instance_metadata(self) -> dict[str, str]:
+        """The labels every try of this task instance shares, for a filter on them."""
+        return identity_metadata(
+            {"dag_id": self.dag_id, "task_id": self.task_id, "run_id": self.run_id}
+            | ({} if self.map_index == _UNMAPPED else {"map_index": self.map_index})
+        )
+
+    @classmethod
+    def read(cls, metadata: Mapping[str, str] | None) -> TaskInstanceIdentity | None:
+        """
+        The identity stored in ``metadata``, or ``None`` when it holds none, or one whose ids
+        cannot be recovered exactly (a hashed label without its copy): a cleanup must not
+        judge a sandbox by a task instance it cannot name.
+        """
+        metadata = metadata or {}
+        try:
+            exact = _tags.decode(metadata, prefix=EXACT_PREFIX)
+        except _tags.DamagedTagError:
+            return None
+        ids: dict[str, str] = {}
+        for name in _IDS:
+            label = metadata.get(KEYS[name])
+            value = exact.get(name)
+            if value is None and label is not None and not _HASHED.search(label):
+                value = label
+            if label is None or value is None or label_value(value) != label:
+                return None
+            ids[name] = value
+        try:
+            map_index = int(metadata.get(KEYS["map_index"], _UNMAPPED))
+            try_label = metadata.get(KEYS["try_number"])
+            try_number = None if try_label is None else int(try_label)
+        except ValueError:
+            return None
+        return cls(**ids, map_index=map_index, try_number=try_number)
+
+
+def current_task_identity() -> TaskInstanceIdentity | None:
+    """The running task instance's identity, or ``None`` outside a task."""
+    ti = _current_task_instance()
+    return None if ti is None else TaskInstanceIdentity.of(ti)
+
+
 def current_identity() -> dict[str, str]:
     """Return the running task instance's identity metadata, or nothing outside a task."""
-    ti = _current_task_instance()
-    if ti is None:
-        return {}
-    return identity_metadata({name: getattr(ti, name, None) for name in KEYS})
+    identity = current_task_identity()
+    return {} if identity is None else identity.metadata()
 
 
 def _current_task_instance() -> Any:
     try:
-        from airflow.sdk import get_current_context
-    except ImportError:  # Airflow 2.11 keeps it with the Python operator.
-        from airflow.operators.python import get_current_context  # type: ignore[no-redef]
-    try:
         context = get_current_context()
-    except Exception:  # Outside a task there is no context, and no identity to stamp.
+    # Outside a task there is no context, and no identity to stamp: Airflow 3 and the
+    # standard provider raise RuntimeError, Airflow 2's core AirflowException.
+    except (RuntimeError, AirflowException):
         return None
     return context.get("ti") or context.get("task_instance")

@@ -18,9 +18,10 @@ escape would otherwise open it with ``.``.
 
 Every tag this module writes sits under the ``airflow-tag/`` prefix, which is how it
 tells its own keys from metadata written by anyone else: it never rewrites or removes
-any other key. The only others it writes are the three a new sandbox is created with:
-two for operators to find it by, and the lease its creator chose, which every backend
-that holds the sandbox later renews it by.
+any other key. The only others it writes are those a new sandbox is created with: two
+for operators to find it by, the lease its creator chose, which every backend that holds
+the sandbox later renews it by, and the task instance that created it
+(:mod:`~opensandbox_provider.sandbox._identity`).
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ class DamagedTagError(ValueError):
     """The metadata holding a tag is not what :func:`encode` writes."""
 
 
-def encode(tags: Mapping[str, str]) -> dict[str, str]:
-    """Return the metadata entries that store ``tags``."""
+def encode(tags: Mapping[str, str], *, prefix: str = PREFIX) -> dict[str, str]:
+    """Return the metadata entries that store ``tags``, each key starting with ``prefix``."""
     metadata: dict[str, str] = {}
     for name, value in tags.items():
         if not _NAME.fullmatch(name):
@@ -95,15 +96,15 @@ def encode(tags: Mapping[str, str]) -> dict[str, str]:
                 f"can encode (a lone surrogate at character {e.start})."
             ) from e
         chunks = _chunks(value)
-        metadata[PREFIX + name] = f"{len(chunks)}.{_checksum(value)}"
+        metadata[prefix + name] = f"{len(chunks)}.{_checksum(value)}"
         for index, chunk in enumerate(chunks):
-            metadata[f"{PREFIX}{name}.{index}"] = chunk
+            metadata[f"{prefix}{name}.{index}"] = chunk
     return metadata
 
 
-def decode(metadata: Mapping[str, str]) -> dict[str, str]:
+def decode(metadata: Mapping[str, str], *, prefix: str = PREFIX) -> dict[str, str]:
     """
-    Return the tags stored in ``metadata``, ignoring every key outside the prefix.
+    Return the tags stored in ``metadata``, ignoring every key outside ``prefix``.
 
     A chunk left over from an earlier, longer value is ignored: the header says how
     many belong to the value. Raises :class:`DamagedTagError` when a header, a chunk or
@@ -111,7 +112,7 @@ def decode(metadata: Mapping[str, str]) -> dict[str, str]:
     """
     tags: dict[str, str] = {}
     for key, header in metadata.items():
-        name = key.removeprefix(PREFIX)
+        name = key.removeprefix(prefix)
         if name == key or "." in name:
             continue
         match = _HEADER.fullmatch(header)
@@ -137,14 +138,19 @@ def decode(metadata: Mapping[str, str]) -> dict[str, str]:
 
 
 def creation_metadata(
-    spec: SandboxSpec | None, *, workdir: str | None, lease: float
+    spec: SandboxSpec | None,
+    *,
+    workdir: str | None,
+    lease: float,
+    identity: Mapping[str, str],
 ) -> dict[str, str]:
     """
-    Who made a new sandbox, a name to find it by, its lease, and the tags of one provisioned
-    for a task.
+    Who made a new sandbox (and the task instance's ``identity`` metadata, empty outside a
+    task), a name to find it by, its lease, and the tags of one provisioned for a task.
     """
     metadata = {
         **CREATED_BY,
+        **identity,
         "name": f"airflow-sandbox-{uuid.uuid4().hex[:12]}",
         LEASE_KEY: str(math.ceil(lease)),
     }

@@ -26,6 +26,7 @@ from opensandbox_provider.sandbox import _arguments, _pause, _policy, _tags, _vo
 from opensandbox_provider.sandbox._errors import as_sandbox_errors, done_unless_missing, status_of
 from opensandbox_provider.sandbox._execd import EXECD_PORT
 from opensandbox_provider.sandbox._files import SandboxFiles
+from opensandbox_provider.sandbox._identity import current_identity
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
 from opensandbox_provider.sandbox._limits import byte_budget, validate_positive_finite
@@ -200,7 +201,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         env = _arguments.environment(spec)
         try:
             metadata = _tags.creation_metadata(
-                spec, workdir=self.workdir, lease=self.sandbox_timeout
+                spec, workdir=self.workdir, lease=self.sandbox_timeout, identity=current_identity()
             )
         except ValueError as e:
             raise SandboxTerminalError(f"Could not create a sandbox: {e}") from e

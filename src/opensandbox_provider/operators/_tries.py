@@ -1,0 +1,46 @@
+"""The sandboxes of a task instance's other tries, found by identity and killed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from opensandbox_provider.hooks._sandboxes import SandboxSummary
+    from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
+    from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
+
+# A terminated sandbox runs nothing and holds nothing; a failed one still holds its container.
+_ENDED = "Terminated"
+
+
+def kill_other_tries(
+    hook: OpenSandboxHook, identity: TaskInstanceIdentity, *, keep: str
+) -> list[SandboxSummary]:
+    """
+    Kill every sandbox an earlier try of this task instance left (a worker that died, a try
+    failed while deferred), all but ``keep``, this try's own; return those killed.
+
+    Killed rather than reattached: a foreground try's command streamed its output to a worker
+    that is gone, so nothing could pick up where it stopped, and two tries' commands must
+    never run at once.
+    """
+    found = hook.list_sandboxes(
+        dag_id=identity.dag_id,
+        task_id=identity.task_id,
+        run_id=identity.run_id,
+        map_index=identity.map_index,
+    )
+    left = [sandbox for sandbox in found if sandbox.id != keep and sandbox.state != _ENDED]
+    return [sandbox for sandbox in left if hook.kill_sandbox(sandbox.id)]
+
+
+def kill_this_try(hook: OpenSandboxHook, identity: TaskInstanceIdentity) -> list[str]:
+    """Kill the sandboxes this try created, found by its identity; return the ids killed."""
+    found = hook.list_sandboxes(
+        dag_id=identity.dag_id,
+        task_id=identity.task_id,
+        run_id=identity.run_id,
+        map_index=identity.map_index,
+        try_number=identity.try_number,
+    )
+    return [sandbox.id for sandbox in found if hook.kill_sandbox(sandbox.id)]

@@ -1,0 +1,57 @@
+"""The Sandboxes view: an Airflow 3 UI page of every sandbox this provider made, with a kill.
+
+Registered through the ``airflow.plugins`` entry point. Every Airflow process loads plugins,
+a task's too, and Airflow's API security module alone takes seconds to import, so the page's
+FastAPI app is built on its first request, in the api-server only (``_app.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.plugins_manager import AirflowPlugin
+
+URL_PREFIX = "/opensandbox"
+PAGE = f"{URL_PREFIX}/sandboxes"
+
+
+class _AppOnFirstRequest:
+    """An ASGI app that builds the real one when the api-server first routes a request to it."""
+
+    def __init__(self) -> None:
+        self._app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self._app is None:
+            from opensandbox_provider.plugins._app import build_app
+
+            self._app = build_app()
+        await self._app(scope, receive, send)
+
+    def __repr__(self) -> str:
+        return "opensandbox_provider.plugins._app:build_app()"
+
+
+class OpenSandboxPlugin(AirflowPlugin):
+    """The Sandboxes page in the UI's Browse menu, and a task instance's sandboxes on its page."""
+
+    name = "opensandbox"
+    fastapi_apps = [
+        {"app": _AppOnFirstRequest(), "url_prefix": URL_PREFIX, "name": "OpenSandbox sandboxes"}
+    ]
+    external_views = [
+        {
+            "name": "Sandboxes",
+            "href": PAGE,
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "opensandbox-sandboxes",
+        },
+        {
+            "name": "Sandboxes",
+            "href": f"{PAGE}?dag_id={{DAG_ID}}&run_id={{RUN_ID}}&task_id={{TASK_ID}}"
+            "&map_index={MAP_INDEX}",
+            "destination": "task_instance",
+            "url_route": "opensandbox-task-sandboxes",
+        },
+    ]

@@ -1,0 +1,150 @@
+"""The claims table of docs/verification.rst: every test it cites exists, a run's outcomes are
+recorded as pytest reported them, and the table's last column says what the runs showed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests import run_summary
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+
+import claims_table  # noqa: E402  (docs/_ext holds Sphinx extensions, not a package)
+
+
+def test_every_claim_cites_a_test() -> None:
+    # That each cited test exists is test_docs_build.py's test_every_test_the_docs_cite_exists.
+    claims = claims_table.load_claims()
+    assert claims
+    uncited = [c["claim"] for c in claims if not claims_table.references(c["tests"])]
+    assert not uncited, f"docs/claims.toml has claims that cite no test: {uncited}"
+
+
+def _run(tests: dict[str, str], needs_stack: tuple[str, ...] = ()) -> dict:
+    return {"tests": tests, "needs_stack": list(needs_stack)}
+
+
+def test_a_claim_passes_on_a_kind_only_when_every_test_it_cites_passed_there() -> None:
+    runs = {
+        "stand-ins": _run(
+            {"tests/a.py::test_one": "passed", "tests/a.py::test_two": "passed"},
+            needs_stack=("tests/a.py::test_one", "tests/a.py::test_two"),
+        ),
+        "named-images": _run(
+            {"tests/a.py::test_one": "passed", "tests/a.py::test_two": "failed"},
+            needs_stack=("tests/a.py::test_one", "tests/a.py::test_two"),
+        ),
+    }
+    assert claims_table.passed_on(["test_one"], runs) == "both"
+    assert claims_table.passed_on(["test_one", "test_two"], runs) == "stand-ins"
+    assert claims_table.passed_on(["tests/a.py"], runs) == "stand-ins"
+    assert claims_table.passed_on(["test_three"], runs) == "not passed in a recorded run"
+
+
+def test_a_claim_skipped_on_the_named_images_says_so() -> None:
+    runs = {
+        "stand-ins": _run({"tests/s.py::test_stall": "passed"}, ("tests/s.py::test_stall",)),
+        "named-images": _run({"tests/s.py::test_stall": "skipped"}, ("tests/s.py::test_stall",)),
+    }
+    assert claims_table.passed_on(["test_stall"], runs) == "stand-ins (skipped on named images)"
+
+
+def test_a_claim_whose_tests_need_no_stack_says_so() -> None:
+    runs = {"stand-ins": _run({"tests/unit/u.py::test_pure": "passed"})}
+    assert claims_table.passed_on(["test_pure"], runs) == "no stack needed"
+
+
+def test_a_recorded_run_says_how_far_behind_head_it_is() -> None:
+    run = {
+        "commit": "0123456789abcdef",
+        "finished_at": "2026-12-02T15:00:00Z",
+        "images": {"execd": "opensandbox-test/execd:local"},
+        "tests": {"a::test_x": "passed", "a::test_y": "skipped"},
+    }
+    sentence = claims_table.run_sentence("stand-ins", run, behind=3)
+    assert "``0123456789ab`` (3 commits behind HEAD)" in sentence
+    assert "1 passed, 1 skipped" in sentence
+    assert "a commit this checkout does not have" in claims_table.run_sentence(
+        "stand-ins", run, behind=None
+    )
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert claims_table.commits_behind(head) == 0
+    assert claims_table.commits_behind("f" * 40) is None
+
+
+def test_a_run_records_each_functions_worst_outcome(tmp_path: Path) -> None:
+    """A real pytest run with the summary plugin: a parameter that fails fails the function,
+    a fixture that fails is an error, a skip is a skip."""
+    (tmp_path / "test_sample.py").write_text(
+        textwrap.dedent(
+            """
+            import pytest
+
+            @pytest.mark.parametrize("n", [1, 2])
+            def test_param(n):
+                assert n == 1
+
+            def test_ok():
+                pass
+
+            @pytest.mark.skip(reason="not here")
+            def test_skipped():
+                pass
+
+            @pytest.fixture
+            def broken():
+                raise RuntimeError("no")
+
+            def test_fixture_error(broken):
+                pass
+            """
+        )
+    )
+    summary = tmp_path / "summary.json"
+    (tmp_path / "conftest.py").write_text(
+        "from pathlib import Path\n"
+        "from tests.run_summary import RunSummary\n"
+        "def pytest_configure(config):\n"
+        "    config.pluginmanager.register(\n"
+        f"        RunSummary(selected_everything=True, path=Path({str(summary)!r})), 'summary')\n"
+    )
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+    )
+    tests = {
+        name.split("::")[-1]: outcome
+        for name, outcome in json.loads(summary.read_text())["tests"].items()
+    }
+    assert tests == {
+        "test_param": "failed",
+        "test_ok": "passed",
+        "test_skipped": "skipped",
+        "test_fixture_error": "error",
+    }
+
+
+def test_only_a_whole_suite_run_on_a_committed_tree_is_recorded(tmp_path: Path) -> None:
+    summary = tmp_path / "run-summary.json"
+    into = tmp_path / "recorded"
+    base = {"kind": "stand-ins", "complete": True, "dirty": False, "tests": {}}
+    summary.write_text(json.dumps({**base, "complete": False}))
+    with pytest.raises(SystemExit, match="part of the suite"):
+        run_summary.record(summary, into)
+    summary.write_text(json.dumps({**base, "dirty": True}))
+    with pytest.raises(SystemExit, match="uncommitted changes"):
+        run_summary.record(summary, into)
+    summary.write_text(json.dumps(base))
+    assert run_summary.record(summary, into) == into / "stand-ins.json"
+    assert json.loads((into / "stand-ins.json").read_text()) == base
