@@ -11,8 +11,8 @@ from dev.stack import leaks
 from dev.stack.state import ServerInfo
 from tests.topology.dags import opensandbox_fanout as fanout
 
-OPERATOR_TASKS = 20
-AGENT_TASKS = 4
+OPERATOR_TASKS = 60
+AGENT_TASKS = 10
 # Measured: see the figures this test prints; the bound only keeps a hang finite.
 RUN_TIMEOUT = 1200.0
 
