@@ -146,6 +146,7 @@ def remove(home: Path) -> bool:
         subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
     subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
     subprocess.run(["nft", "delete", "table", "inet", NFT_TABLE], capture_output=True)
+    hosts_file(home).unlink(missing_ok=True)
     marker.unlink()
     return True
 
