@@ -67,6 +67,19 @@ stack-status: setup
 kube-build: setup
 	$(PY) -m dev.kube build
 
+# A single-node cluster from those binaries, Debian's etcd and a containerd of its own, run as
+# root (docs/kubernetes.rst, "Local cluster"); it builds the binaries first if they are not
+# cached. No test of `make test` needs it.
+.PHONY: kube-up kube-down kube-status
+kube-up: setup
+	$(PY) -m dev.kube up
+
+kube-down: setup
+	$(PY) -m dev.kube down
+
+kube-status: setup
+	$(PY) -m dev.kube status
+
 # After the execd stand-in changed: `up` rebuilds the image and restarts the servers on its own,
 # this forces a restart without a change.
 stack-restart: setup

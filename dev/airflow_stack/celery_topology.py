@@ -47,6 +47,13 @@ AIRFLOW_COMPONENTS = (
     *(host.name for host in TRIGGERER_HOSTS),
     *WORKER_NAMES,
 )
+# The programs the topology runs besides PostgreSQL's, by the Debian package that has them.
+HOST_PACKAGES = {
+    "redis-server": "redis-server",
+    "ip": "iproute2",
+    "nft": "nftables",
+    "unshare": "util-linux",
+}
 HEARTBEAT_TIMEOUT_SECONDS = 60
 # Measured: both workers answer a ping about 10 s after launch on a two-core machine.
 WORKER_READY_TIMEOUT = 180.0
@@ -143,9 +150,10 @@ def stop(home: Path) -> None:
 
 
 def _ensure_host_packages() -> None:
-    missing = [] if postgres.programs() else ["postgresql"]
-    missing += [] if shutil.which("redis-server") else ["redis-server"]
-    engine.install_debian_packages(missing)
+    # Debian keeps PostgreSQL's programs off PATH, under a directory named for its version.
+    missing = {pkg for prog, pkg in HOST_PACKAGES.items() if not shutil.which(prog)}
+    missing |= set() if postgres.programs() else {"postgresql"}
+    engine.install_debian_packages(sorted(missing))
 
 
 def prepare(

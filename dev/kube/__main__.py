@@ -1,10 +1,10 @@
-"""``python -m dev.kube build``: the Kubernetes binaries for the Kubernetes-runtime tests."""
+"""``python -m dev.kube build|up|down|status|load IMAGE``: a local single-node Kubernetes."""
 
 import argparse
 import subprocess
 import sys
 
-from dev.kube import build
+from dev.kube import build, cluster, runtime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -13,12 +13,34 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser(
         "build", help="build the Kubernetes commands not yet cached for this version"
     )
-    parser.parse_args(argv)
+    commands.add_parser("up", help="start the cluster (idempotent; starts what is not running)")
+    commands.add_parser("down", help="stop every process the cluster started, pods first")
+    commands.add_parser("status", help="print what a connection to the cluster needs")
+    load = commands.add_parser("load", help="import a Docker image into the cluster's containerd")
+    load.add_argument("image", help="an image Docker has, e.g. python:3.12-slim")
+    args = parser.parse_args(argv)
     try:
-        for command, binary in build.build().items():
-            print(f"{command}: {binary}")
+        if args.command == "build":
+            for command, binary in build.build().items():
+                print(f"{command}: {binary}")
+        elif args.command == "status":
+            print(cluster.status())
+        elif args.command == "load":
+            runtime.load_docker_image(args.image)
+            print(f"loaded {args.image}")
+        else:
+            with cluster.lock():
+                if args.command == "up":
+                    cluster.up()
+                    print(cluster.status())
+                else:
+                    print("\n".join(cluster.down()) or "nothing was running")
     except subprocess.CalledProcessError as error:
-        print(f"kube: {' '.join(error.cmd)} failed:\n{error.stderr}", file=sys.stderr)
+        output = error.stderr if isinstance(error.stderr, str) else (error.stderr or b"").decode()
+        print(f"kube: {' '.join(map(str, error.cmd))} failed:\n{output}", file=sys.stderr)
+        return 1
+    except RuntimeError as error:
+        print(f"kube: {error}", file=sys.stderr)
         return 1
     return 0
 

@@ -36,13 +36,14 @@ def docker_answers() -> bool:
     return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
 
 
-def ensure_host_packages() -> list[str]:
+def ensure_host_packages(programs: dict[str, str] = HOST_PACKAGES) -> list[str]:
     """Installs the Debian packages of missing host programs when it can (root on Debian).
 
-    Elsewhere it leaves them missing: a user with Docker and a built image needs none of them,
-    and the step that does need one says which.
+    ``programs`` maps a program (a name on PATH, or a path) to its package; the local
+    Kubernetes cluster passes its own. Elsewhere it leaves them missing: a user with Docker and
+    a built image needs none of them, and the step that does need one says which.
     """
-    missing = sorted({pkg for prog, pkg in HOST_PACKAGES.items() if not shutil.which(prog)})
+    missing = sorted({pkg for prog, pkg in programs.items() if not shutil.which(prog)})
     return install_debian_packages(missing)
 
 
