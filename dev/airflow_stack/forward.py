@@ -12,6 +12,9 @@ import sys
 from functools import partial
 
 CHUNK_BYTES = 64 * 1024
+# The event loop holds a task only weakly, and a connection whose reading is paused (its peer
+# is slow to take the data) is held by nothing else: collected, its connection would drop.
+_RUNNING: set[asyncio.Task[None]] = set()
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -28,15 +31,29 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 async def _carry(
     target_host: str, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
+    carrier = asyncio.current_task()
+    assert carrier is not None
+    _RUNNING.add(carrier)
     try:
-        target_reader, target_writer = await asyncio.open_connection(target_host, port)
-    except OSError:
+        try:
+            target_reader, target_writer = await asyncio.open_connection(target_host, port)
+        except OSError:
+            writer.close()
+            return
+        # Each direction ends on its own (a half-close is passed on), the pair when both have.
+        pipes = [
+            asyncio.create_task(_pipe(reader, target_writer)),
+            asyncio.create_task(_pipe(target_reader, writer)),
+        ]
+        _RUNNING.update(pipes)
+        try:
+            await asyncio.gather(*pipes)
+        finally:
+            _RUNNING.difference_update(pipes)
         writer.close()
-        return
-    # Each direction ends on its own (a half-close is passed on), the pair when both have.
-    await asyncio.gather(_pipe(reader, target_writer), _pipe(target_reader, writer))
-    writer.close()
-    target_writer.close()
+        target_writer.close()
+    finally:
+        _RUNNING.discard(carrier)
 
 
 async def serve(listen_host: str, target_host: str, ports: list[int]) -> None:
