@@ -119,11 +119,14 @@ docs: setup
 # The local stack plus Airflow 3 (.airflow/demo), each system-test Dag run once, their logs'
 # key lines, the UI address and the login; up until Ctrl-C. ONCE=1 exits after the runs, 0
 # when both succeeded; AIRFLOW_PORT=<port> picks the api-server's port, DEMO_HOME
-# another Airflow home.
-DEMO_HOME ?= .airflow/demo
+# another Airflow home. TOPOLOGY=celery runs the Dags on the celery topology instead
+# (docs/local-stack.rst, "Celery topology"; as root), in .airflow/demo-celery, and says which
+# worker ran each task.
+TOPOLOGY ?=
+DEMO_HOME ?= .airflow/demo$(if $(TOPOLOGY),-$(TOPOLOGY))
 demo: setup
 	$(STACK) run -- $(PY) -m dev.airflow_stack demo --home $(DEMO_HOME) $(if $(ONCE),--once) \
-	  $(if $(AIRFLOW_PORT),--port $(AIRFLOW_PORT))
+	  $(if $(AIRFLOW_PORT),--port $(AIRFLOW_PORT)) $(if $(TOPOLOGY),--topology $(TOPOLOGY))
 
 # Our backend beside common-ai's built-in one and the raw SDK, on the local stack, in one run
 # (~15 min): the table of ratios against the speed and memory goals, and artifacts/bench.json.

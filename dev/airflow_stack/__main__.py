@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from dev.airflow_stack import components
+from dev.airflow_stack import celery_topology, components
 from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
 from dev.airflow_stack.running import (
     USERNAME,
@@ -18,6 +18,7 @@ from dev.airflow_stack.running import (
     run_system_tests,
     running_airflow,
 )
+from dev.airflow_stack.topologies import LOCAL, Topology
 from dev.stack.state import read_state
 
 
@@ -27,6 +28,14 @@ def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def _say(text: str = "") -> None:
     print(text, flush=True)
+
+
+def _report_hosts(airflow: RunningAirflow, outcome: DagRunOutcome) -> None:
+    _say(f"{outcome.dag.dag_id}: where each task ran:")
+    for instance in airflow.api.task_instance_list(outcome.dag.dag_id, outcome.run_id):
+        index = instance["map_index"]
+        task = instance["task_id"] + (f"[{index}]" if index >= 0 else "")
+        _say(f"  {task}: {instance['state']} on {instance['hostname']}")
 
 
 def _report(airflow: RunningAirflow, outcome: DagRunOutcome) -> None:
@@ -39,27 +48,37 @@ def _report(airflow: RunningAirflow, outcome: DagRunOutcome) -> None:
     _say(f"Log:   {airflow.task_url(outcome.run_id, dag_id=dag.dag_id, task_id=last_task)}")
 
 
-def demo(*, once: bool, port: int | None, home: Path, timeout: float) -> int:
+def demo(*, once: bool, port: int | None, home: Path, timeout: float, topology: str) -> int:
     # The plain server runs no egress sidecar, which is what the system-test Dag's open spec needs.
     server = read_state().servers["plain"]
-    site = AirflowSite.prepare(home, port=port)
+    layout: Topology
+    if topology == "celery":
+        site, layout = celery_topology.prepare(home, port=port)
+        _say("Topology: celery (PostgreSQL, Redis, two workers and two triggerers on hosts of")
+        _say("their own: network namespaces on a bridge).")
+    else:
+        site, layout = AirflowSite.prepare(home, port=port), LOCAL
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     _say(f"Starting Airflow in {home} on port {site.port} ...")
     try:
-        with running_airflow(site) as airflow:
+        with running_airflow(site, layout) as airflow:
             _say(f"Airflow is up after {airflow.startup_seconds:.1f}s.")
-            _say(f"Triggering the system-test Dags against OpenSandbox at {server.domain} ...")
+            reached = layout.reach(server).domain
+            _say(f"Triggering the system-test Dags against OpenSandbox at {reached} ...")
             outcomes = run_system_tests(airflow, server, timeout=timeout)
             for outcome in outcomes:
                 _report(airflow, outcome)
+                if layout is not LOCAL:
+                    _report_hosts(airflow, outcome)
             _say(f"\nUI:    {site.base_url}")
             _say(f"Login: {USERNAME} / {airflow.password}")
             if once:
                 return 0 if all(outcome.state == "success" for outcome in outcomes) else 1
             _say("\nAirflow stays up until Ctrl-C.")
-            while not components.dead(site.home):
+            while not components.dead(site.home, layout.components):
                 time.sleep(1.0)
-            _say(f"Airflow's {', '.join(components.dead(site.home))} exited; stopping the rest.")
+            dead = components.dead(site.home, layout.components)
+            _say(f"Airflow's {', '.join(dead)} exited; stopping the rest.")
             return 1
     except KeyboardInterrupt:
         _say("\nStopping Airflow ...")
@@ -82,8 +101,20 @@ def main(argv: list[str]) -> int:
     )
     run.add_argument("--home", type=Path, default=AIRFLOW_DIR / "demo", help="AIRFLOW_HOME to use")
     run.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a Dag run")
+    run.add_argument(
+        "--topology",
+        choices=("local", "celery"),
+        default="local",
+        help="local: every component here, LocalExecutor; celery: docs/local-stack.rst",
+    )
     args = parser.parse_args(argv)
-    return demo(once=args.once, port=args.port, home=args.home.resolve(), timeout=args.timeout)
+    return demo(
+        once=args.once,
+        port=args.port,
+        home=args.home.resolve(),
+        timeout=args.timeout,
+        topology=args.topology,
+    )
 
 
 if __name__ == "__main__":

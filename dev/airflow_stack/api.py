@@ -102,6 +102,18 @@ class AirflowApi:
         instances = self._call("GET", path).json()["task_instances"]
         return {instance["task_id"]: instance for instance in instances}
 
+    def task_instance_list(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """Every task instance of the run, each map index of a mapped task on its own, with its
+        ``hostname``: where it ran."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances"
+        instances: list[dict[str, Any]] = []
+        while True:
+            # A page holds at most 100 by default ([api] maximum_page_limit).
+            page = self._call("GET", path, params={"limit": 100, "offset": len(instances)}).json()
+            instances += page["task_instances"]
+            if not page["task_instances"] or len(instances) >= page["total_entries"]:
+                return instances
+
     def wait_for_task_state(
         self, dag_id: str, run_id: str, task_id: str, state: str, *, timeout: float
     ) -> None:

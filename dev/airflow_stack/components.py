@@ -103,21 +103,31 @@ def stop(home: Path, components: tuple[str, ...] = COMPONENTS) -> list[str]:
 
 def start(site: AirflowSite, components: tuple[str, ...] = COMPONENTS) -> None:
     """Start the ``components`` (all four by default) in the background; ``stop`` ends them."""
-    (site.home / "run").mkdir(exist_ok=True)
-    (site.home / "logs").mkdir(exist_ok=True)
     environment = site.environment()
     for component in components:
-        with log_file(site.home, component).open("ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "airflow", component],
-                cwd=site.home,
-                env=environment,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        _pid_file(site.home, component).write_text(f"{process.pid} {_start_time(process.pid)}\n")
+        launch(site.home, component, [sys.executable, "-m", "airflow", component], environment)
+
+
+def launch(
+    home: Path, name: str, argv: list[str], environment: dict[str, str], *, user: str | None = None
+) -> None:
+    """Start ``argv`` as ``name`` in its own session, output to its log in ``home``, PID
+    recorded for ``stop``; as ``user`` when given (a server that refuses to run as root)."""
+    (home / "run").mkdir(exist_ok=True)
+    (home / "logs").mkdir(exist_ok=True)
+    with log_file(home, name).open("ab") as log:
+        process = subprocess.Popen(
+            argv,
+            cwd=home,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            user=user,
+            group=user,
+        )
+    _pid_file(home, name).write_text(f"{process.pid} {_start_time(process.pid)}\n")
 
 
 def pid(home: Path, component: str) -> int | None:
@@ -126,11 +136,11 @@ def pid(home: Path, component: str) -> int | None:
     return _live_pid(_pid_file(home, component))
 
 
-def dead(home: Path) -> list[str]:
-    """The components that were started in ``home`` and are no longer running."""
+def dead(home: Path, components: tuple[str, ...] = COMPONENTS) -> list[str]:
+    """The ``components`` that were started in ``home`` and are no longer running."""
     return [
         component
-        for component in COMPONENTS
+        for component in components
         if _pid_file(home, component).exists() and _live_pid(_pid_file(home, component)) is None
     ]
 

@@ -6,8 +6,8 @@ import os
 import secrets
 import socket
 from base64 import urlsafe_b64encode
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
-def _any_free_port() -> int:
+def any_free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -56,11 +56,12 @@ def choose_api_port(requested: int | None) -> int:
     for port in range(PREFERRED_PORT, PREFERRED_PORT + PORT_SEARCH_SPAN):
         if _port_is_free(port):
             return port
-    return _any_free_port()
+    return any_free_port()
 
 
-def _kept_secret(path: Path, make: Callable[[], str]) -> str:
-    # Kept with the home so a second start can still decrypt the connections the first stored.
+def kept_secret(path: Path, make: Callable[[], str]) -> str:
+    # Kept with the home so a second start can still use what the first made with it: the
+    # connections it encrypted, the database cluster it set a password on.
     if not path.exists():
         path.write_text(make())
         path.chmod(0o600)
@@ -77,6 +78,10 @@ class AirflowSite:
     trigger_log_port: int
     jwt_secret: str
     fernet_key: str
+    # Where the api-server listens: loopback, unless a topology's other hosts must reach it.
+    host: str = "127.0.0.1"
+    # A topology's configuration (executor, database), over the local defaults below.
+    settings: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def prepare(
@@ -92,17 +97,17 @@ class AirflowSite:
         return cls(
             home=home,
             port=choose_api_port(port),
-            worker_log_port=_any_free_port(),
-            trigger_log_port=_any_free_port(),
-            jwt_secret=_kept_secret(home / "jwt-secret", lambda: secrets.token_urlsafe(32)),
-            fernet_key=_kept_secret(
+            worker_log_port=any_free_port(),
+            trigger_log_port=any_free_port(),
+            jwt_secret=kept_secret(home / "jwt-secret", lambda: secrets.token_urlsafe(32)),
+            fernet_key=kept_secret(
                 home / "fernet-key", lambda: urlsafe_b64encode(secrets.token_bytes(32)).decode()
             ),
         )
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def password_file(self) -> Path:
@@ -114,7 +119,7 @@ class AirflowSite:
             for key, value in os.environ.items()
             if not key.startswith(_INHERITED_PREFIXES) and key != "AIRFLOW_HOME"
         }
-        return inherited | {
+        local = {
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.home / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -129,7 +134,7 @@ class AirflowSite:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
             "AIRFLOW__API__BASE_URL": self.base_url,
-            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__HOST": self.host,
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__API__WORKERS": "1",
             # Every component signs and checks the same tokens, so they must share the secret.
@@ -139,3 +144,4 @@ class AirflowSite:
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self.worker_log_port),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self.trigger_log_port),
         }
+        return inherited | local | dict(self.settings)

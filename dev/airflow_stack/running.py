@@ -13,6 +13,7 @@ from typing import Any
 from dev.airflow_stack import components
 from dev.airflow_stack.api import AirflowApi
 from dev.airflow_stack.home import AirflowSite
+from dev.airflow_stack.topologies import LOCAL, Topology
 from dev.stack.state import ServerInfo
 
 DAG_ID = "example_sandbox_toolset_opensandbox"
@@ -56,6 +57,7 @@ class RunningAirflow:
     api: AirflowApi
     password: str
     startup_seconds: float
+    topology: Topology = LOCAL
 
     def task_url(self, run_id: str, *, dag_id: str = DAG_ID, task_id: str = TASK_ID) -> str:
         return f"{self.site.base_url}/dags/{dag_id}/runs/{run_id}/tasks/{task_id}"
@@ -119,10 +121,10 @@ def opensandbox_connection(server: ServerInfo) -> dict[str, Any]:
     }
 
 
-def _wait_until_healthy(site: AirflowSite, api: AirflowApi) -> None:
+def _wait_until_healthy(site: AirflowSite, api: AirflowApi, topology: Topology) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while not api.healthy():
-        dead = components.dead(site.home)
+        dead = components.dead(site.home, topology.components)
         if dead:
             tails = "\n\n".join(
                 f"--- {name} ---\n{components.log_tail(site.home, name)}" for name in dead
@@ -137,22 +139,22 @@ def _wait_until_healthy(site: AirflowSite, api: AirflowApi) -> None:
 
 
 @contextmanager
-def running_airflow(site: AirflowSite) -> Iterator[RunningAirflow]:
-    """Start Airflow in ``site``, wait until all of it is healthy and log in; stop it on exit."""
-    components.stop(site.home)  # whatever an interrupted earlier run left behind in this home
+def running_airflow(site: AirflowSite, topology: Topology = LOCAL) -> Iterator[RunningAirflow]:
+    """Start Airflow in ``site`` as ``topology`` lays it out, wait until all of it is healthy
+    and log in; stop it on exit."""
+    topology.stop(site.home)  # whatever an interrupted earlier run left behind in this home
     started = time.monotonic()
     api = AirflowApi(site.base_url)
     try:
-        components.migrate(site)
-        components.start(site)
-        _wait_until_healthy(site, api)
+        topology.start(site)
+        _wait_until_healthy(site, api, topology)
         startup_seconds = time.monotonic() - started
         password = json.loads(site.password_file.read_text())[USERNAME]
         api.log_in(USERNAME, password)
-        yield RunningAirflow(site, api, password, startup_seconds)
+        yield RunningAirflow(site, api, password, startup_seconds, topology)
     finally:
         api.close()
-        components.stop(site.home)
+        topology.stop(site.home)
 
 
 def _wait_for_dag(api: AirflowApi, dag_id: str) -> None:
@@ -174,7 +176,7 @@ def trigger(
 ) -> str:
     """Point ``opensandbox_default`` at ``server``, wait for ``dag_id`` and trigger it."""
     api = airflow.api
-    api.put_connection(opensandbox_connection(server))
+    api.put_connection(opensandbox_connection(airflow.topology.reach(server)))
     _wait_for_dag(api, dag_id)
     api.unpause(dag_id)
     # The Dag's id in the run's id: two Dags triggered in the same second stay apart in logs.

@@ -46,6 +46,11 @@ def ensure_host_packages(programs: dict[str, str] = HOST_PACKAGES) -> list[str]:
     a built image needs none of them, and the step that does need one says which.
     """
     missing = sorted({pkg for prog, pkg in programs.items() if not shutil.which(prog)})
+    return install_debian_packages(missing)
+
+
+def install_debian_packages(missing: list[str]) -> list[str]:
+    """Installs ``missing`` with apt-get when it can (root on Debian); returns what it installed."""
     if not missing or os.geteuid() != 0 or not Path("/etc/debian_version").exists():
         return []
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}

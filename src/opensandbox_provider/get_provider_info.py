@@ -38,7 +38,7 @@ def get_provider_info() -> dict[str, Any]:
             ],
             "pool": [
                 "opensandbox>=1.1.0,<2",
-                "redis>=5.0,<6",
+                "redis>=5.0,<9",
             ],
         },
         "integrations": [

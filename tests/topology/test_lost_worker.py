@@ -1,0 +1,77 @@
+"""A worker lost mid-task: its host's processes SIGKILLed at once, the retry runs elsewhere."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from dev.airflow_stack.celery_topology import (
+    HEARTBEAT_TIMEOUT_SECONDS,
+    WORKER_NAMES,
+    CeleryTopology,
+)
+from dev.airflow_stack.running import RunningAirflow, trigger
+from dev.stack import leaks
+from dev.stack.state import ServerInfo
+from tests.reliability.cleanup import destroy_directly
+from tests.topology.dags import opensandbox_long_retried as retried
+
+# Creating the sandbox and the first tick took a few seconds here; the bound allows a loaded
+# machine.
+FIRST_TICK_TIMEOUT = 180.0
+# The lost try is failed a heartbeat timeout after its last heartbeat; then the retry runs
+# the whole command again. Measured: the run succeeded 94 to 103 s after the kill.
+RUN_TIMEOUT = HEARTBEAT_TIMEOUT_SECONDS + 600.0
+CREATED = re.compile(r"Created OpenSandbox sandbox (\S+) ")
+
+
+def _wait_for_first_tick(airflow: RunningAirflow, run_id: str) -> tuple[str, str]:
+    """Wait until the task's command is running in its sandbox; returns the task's host and
+    the sandbox's id."""
+    api = airflow.api
+    deadline = time.monotonic() + FIRST_TICK_TIMEOUT
+    api.wait_for_task_state(
+        retried.DAG_ID, run_id, retried.TASK_ID, "running", timeout=FIRST_TICK_TIMEOUT
+    )
+    while True:
+        # Read while the task runs: the api-server fetches it from the worker, by its name.
+        events = api.task_log(retried.DAG_ID, run_id, retried.TASK_ID)
+        lines = [str(event.get("event")) for event in events]
+        if "tick 1" in lines:
+            host = api.task_instances(retried.DAG_ID, run_id)[retried.TASK_ID]["hostname"]
+            [sandbox] = [m[1] for line in lines if (m := CREATED.match(line))]
+            return str(host), sandbox
+        assert time.monotonic() < deadline, f"No tick within {FIRST_TICK_TIMEOUT:.0f}s: {events}"
+        time.sleep(1.0)
+
+
+def test_the_retry_of_a_task_whose_worker_was_killed_succeeds_on_the_other_worker(
+    celery_airflow: RunningAirflow, plain_server: ServerInfo
+) -> None:
+    topology = celery_airflow.topology
+    assert isinstance(topology, CeleryTopology)
+    before = leaks.opensandbox_resources()
+    run_id = trigger(celery_airflow, plain_server, retried.DAG_ID)
+    lost, first_sandbox = _wait_for_first_tick(celery_airflow, run_id)
+    assert lost in WORKER_NAMES, lost
+    killed_at = time.monotonic()
+    try:
+        killed = topology.kill_worker(lost)
+        print(f"\nSIGKILLed {lost}'s {len(killed)} processes while try 1 ran in {first_sandbox}")
+        state = celery_airflow.api.wait_for_run(retried.DAG_ID, run_id, timeout=RUN_TIMEOUT)
+        instance = celery_airflow.api.task_instances(retried.DAG_ID, run_id)[retried.TASK_ID]
+        print(
+            f"run {state} {time.monotonic() - killed_at:.1f}s after the kill; try "
+            f"{instance['try_number']} ran on {instance['hostname']}"
+        )
+        assert state == "success"
+        assert instance["try_number"] == 2
+        [survivor] = set(WORKER_NAMES) - {lost}
+        assert instance["hostname"] == survivor
+        # The lost try's sandbox is gone too: the retry removed it by the task's identity.
+        assert not plain_server.has_sandbox(first_sandbox)
+        assert leaks.leftovers(before) == []
+    finally:
+        # Whatever the outcome, the shared stack keeps no sandbox of this test's.
+        destroy_directly(plain_server, [first_sandbox])
+        topology.restart_worker(celery_airflow.site, lost)
