@@ -65,7 +65,7 @@ def up() -> StackState:
     if PROCESSES.find("kube-apiserver") is None or not api.ready():
         raise RuntimeError("The local cluster is not running. Run `make kube-up` first.")
     controller, crds = _controller_paths()
-    docker_stack = read_state()
+    docker_stack = read_state("docker")
     for image in dict.fromkeys(docker_stack.images.values()):
         # Loaded on every `up`: the stack may have rebuilt a stand-in since the last one.
         runtime.load_docker_image(image)
@@ -106,9 +106,7 @@ def up() -> StackState:
             server.process_name,
         )
     state = StackState(
-        servers={
-            s.name: ServerInfo(s.name, HOST, s.port, key, s.egress_mode) for s in SERVERS
-        },
+        servers={s.name: ServerInfo(s.name, HOST, s.port, key, s.egress_mode) for s in SERVERS},
         sandbox_image=docker_stack.sandbox_image,
         bridge_ip=BRIDGE_IP,
         images=docker_stack.images,
@@ -125,7 +123,12 @@ def down() -> list[str]:
     if PROCESSES.find(CONTROLLER) and api.ready():
         # The controller removes a BatchSandbox's finalizer and its pods; it must still run.
         deleted = kubectl(
-            "delete", "batchsandboxes", "--all", "-n", NAMESPACE, f"--timeout={DELETE_SECONDS}s",
+            "delete",
+            "batchsandboxes",
+            "--all",
+            "-n",
+            NAMESPACE,
+            f"--timeout={DELETE_SECONDS}s",
             check=False,
         )
         done.append(f"batchsandboxes: {deleted.strip() or 'none'}")
@@ -147,6 +150,11 @@ def status() -> str:
     if api.ready() and PROCESSES.find(CONTROLLER):
         lines.append(kubectl("get", "batchsandboxes,pods", "-n", NAMESPACE, "-o", "wide"))
     return "\n".join(lines)
+
+
+def batchsandboxes() -> set[str]:
+    """The names of the BatchSandboxes in the servers' namespace: one per sandbox."""
+    return set(kubectl("get", "batchsandboxes", "-n", NAMESPACE, "-o", "name").split())
 
 
 def server_config(server: KubeServer, key: str, images: dict[str, str]) -> dict[str, Any]:
