@@ -49,15 +49,23 @@ class KubeServer:
     egress_mode: str | None
 
     @property
+    def slug(self) -> str:
+        return self.name.replace("+", "-")
+
+    @property
     def process_name(self) -> str:
-        return f"opensandbox-server-{self.name}"
+        return f"opensandbox-server-{self.slug}"
 
     @property
     def directory(self) -> Path:
-        return KUBE_DIR / "servers" / self.name
+        return KUBE_DIR / "servers" / self.slug
 
 
-SERVERS = (KubeServer("plain", 18093, None), KubeServer("dns", 18094, "dns"))
+SERVERS = (
+    KubeServer("plain", 18093, None),
+    KubeServer("dns", 18094, "dns"),
+    KubeServer("dns+nft", 18095, "dns+nft"),
+)
 
 
 def up() -> StackState:
