@@ -10,6 +10,7 @@ them when ``RUNTIME=kubernetes`` (``dev/stack/state.py``).
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import time
@@ -165,9 +166,11 @@ def batchsandboxes() -> set[str]:
     return set(kubectl("get", "batchsandboxes", "-n", NAMESPACE, "-o", "name").split())
 
 
-def server_config(server: KubeServer, key: str, images: dict[str, str]) -> dict[str, Any]:
+def server_config(
+    server: KubeServer, key: str, images: dict[str, str], example: dict[str, Any]
+) -> dict[str, Any]:
     """The server's Kubernetes example, pointed at this cluster, its images and our port."""
-    example = tomllib.loads((_site_packages() / EXAMPLE).read_text())
+    example = copy.deepcopy(example)
     example["server"].update(host=HOST, port=server.port, api_key=key)
     example["runtime"]["execd_image"] = images["execd"]
     example["kubernetes"].update(kubeconfig_path=str(ADMIN_KUBECONFIG), namespace=NAMESPACE)
@@ -195,7 +198,8 @@ def kubectl(*args: str, check: bool = True) -> str:
 
 
 def _ensure_server(server: KubeServer, key: str, images: dict[str, str]) -> None:
-    text = config.to_toml(server_config(server, key, images))
+    example = tomllib.loads((_site_packages() / EXAMPLE).read_text())
+    text = config.to_toml(server_config(server, key, images, example))
     config_path = server.directory / "config.toml"
     running = PROCESSES.find(server.process_name)
     if running is not None and config_path.exists() and config_path.read_text() == text:
