@@ -42,8 +42,21 @@ dist: setup
 
 # The whole suite against a local stack; `run` stops only what it started itself. The
 # benchmark is `make bench`, outside the suite: with it, a CI run would pass its 60 minutes.
+# RUNTIME=kubernetes runs KUBE_TESTS instead, against OpenSandbox's Kubernetes runtime on the
+# local cluster (docs/kubernetes.rst, "OpenSandbox on the local cluster"): as root, with the
+# Docker stack up (its images and server venv are reused) and KUBE_CONTROLLER_BIN and
+# KUBE_CRDS_DIR set; the cluster and its servers stay up afterwards.
+RUNTIME ?= docker
+export RUNTIME
+KUBE_TESTS ?= tests/integration/test_lifecycle.py tests/integration/test_commands.py \
+	tests/integration/test_pause.py tests/integration/test_files.py tests/integration/test_workdir.py
+ifeq ($(RUNTIME),kubernetes)
+test: setup lint docs kube-server-up
+	$(MAKE) --no-print-directory suite PYTEST_ARGS="$(KUBE_TESTS) $(PYTEST_ARGS)"
+else
 test: setup lint docs
 	$(STACK) run -- $(MAKE) --no-print-directory suite
+endif
 
 # The 30 slowest tests are printed and a JUnit report is kept, so where the suite's time goes
 # is known after every run.
@@ -70,9 +83,20 @@ kube-build: setup
 # A single-node cluster from those binaries, Debian's etcd and a containerd of its own, run as
 # root (docs/kubernetes.rst, "Local cluster"); it builds the binaries first if they are not
 # cached. No test of `make test` needs it.
-.PHONY: kube-up kube-down kube-status
+.PHONY: kube-up kube-down kube-status kube-server-up kube-server-down kube-server-status
 kube-up: setup
 	$(PY) -m dev.kube up
+
+# OpenSandbox's controller (KUBE_CONTROLLER_BIN, its CRDs in KUBE_CRDS_DIR; built by hand, not
+# here) and three Kubernetes-mode servers on the cluster, ports 18093 (plain), 18094 (dns) and 18095 (dns+nft).
+kube-server-up: kube-up
+	$(PY) -m dev.kube server up
+
+kube-server-down: setup
+	$(PY) -m dev.kube server down
+
+kube-server-status: setup
+	$(PY) -m dev.kube server status
 
 kube-down: setup
 	$(PY) -m dev.kube down

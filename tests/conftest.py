@@ -12,7 +12,7 @@ import pytest
 
 from dev.stack import leaks
 from dev.stack.images import ROLES
-from dev.stack.state import ServerInfo, StackState, read_state
+from dev.stack.state import ServerInfo, StackState, read_state, runtime
 from tests import warm_pools
 from tests.run_summary import RunSummary
 from tests.snapshot_leaks import snapshot_leftovers, snapshot_resources
@@ -48,6 +48,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if STACK_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.stack)
     _skip_stand_in_only_tests_on_named_images(items)
+    _skip_what_kubernetes_does_not_offer(items)
+
+
+def _skip_what_kubernetes_does_not_offer(items: list[pytest.Item]) -> None:
+    """With ``RUNTIME=kubernetes``, a test of a feature the server's Kubernetes runtime refuses
+    is skipped with the server's own answer; on Docker it runs."""
+    if runtime() != "kubernetes":
+        return
+    for item in items:
+        marker = item.get_closest_marker("not_on_kubernetes")
+        if marker:
+            reason = marker.kwargs.get("reason", "the Kubernetes runtime does not offer it")
+            item.add_marker(pytest.mark.skip(reason=f"not_on_kubernetes: {reason}"))
 
 
 def _skip_stand_in_only_tests_on_named_images(items: list[pytest.Item]) -> None:
@@ -130,6 +143,9 @@ def no_leaked_sandboxes(request: pytest.FixtureRequest):
     if not any(item.get_closest_marker("stack") for item in request.session.items):
         yield
         return
+    if runtime() == "kubernetes":
+        yield from _no_leaked_batchsandboxes()
+        return
     before = leaks.opensandbox_resources()
     try:
         state: StackState | None = read_state()
@@ -150,5 +166,24 @@ def no_leaked_sandboxes(request: pytest.FixtureRequest):
             + ". Destroy every sandbox a test creates, and delete every snapshot it makes (a "
             "try/finally or a fixture). If another test run shared this Docker engine meanwhile, "
             "its sandboxes and snapshots are listed too.",
+            pytrace=False,
+        )
+
+
+def _no_leaked_batchsandboxes():
+    """The Kubernetes runtime's sandboxes are BatchSandboxes; Docker, which other runs share,
+    is not looked at."""
+    from dev.kube import opensandbox
+
+    before = opensandbox.batchsandboxes()
+    yield
+    deadline = time.monotonic() + leaks.SETTLE_SECONDS
+    while (left := opensandbox.batchsandboxes() - before) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if left:
+        pytest.fail(
+            "These BatchSandboxes were created during the run and never removed: "
+            + ", ".join(sorted(left))
+            + ". Destroy every sandbox a test creates (a try/finally or a fixture).",
             pytrace=False,
         )

@@ -3,7 +3,9 @@
 The execd stand-in has a test-only switch that stalls its streams; the real execd has none. A
 sandbox whose container is frozen (``docker pause``, the cgroup freezer) is a real stall that
 any execd shows the same way: the connection stays open, the kernel still acknowledges, and no
-byte, heartbeat or terminal event comes while the container is frozen.
+byte, heartbeat or terminal event comes while the container is frozen. With
+``RUNTIME=kubernetes`` the sandbox's containers are the cluster containerd's tasks of its pod,
+frozen with ``ctr tasks pause``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from dev.kube import opensandbox
+from dev.kube.runtime import ctr
+from dev.stack.state import runtime
 
 # How long a command may take to appear in its container's process list.
 START_SECONDS = 30.0
@@ -61,10 +67,13 @@ def run_frozen(sandbox: str, marker: str, call: Callable[[], Any]) -> Any:
 
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
-    containers = containers_of(sandbox)
-    wait_until_running(_main(containers), marker)
-    for container in containers:
-        freeze(container)
+    if runtime() == "kubernetes":
+        _freeze_pod(sandbox, marker)
+    else:
+        containers = containers_of(sandbox)
+        wait_until_running(_main(containers), marker)
+        for container in containers:
+            freeze(container)
     # The backend notices a silent stream within its 10 s stall window and destroys the sandbox;
     # two minutes is long past that, so a call still running then hangs.
     thread.join(120)
@@ -79,3 +88,44 @@ def _main(containers: list[str]) -> str:
     """The sandbox's own container, not its egress sidecar (the server names it ...-egress)."""
     main = [name for name in containers if "egress" not in name]
     return main[0] if main else containers[0]
+
+
+def _freeze_pod(sandbox: str, process: str) -> None:
+    """Freezes every container of the sandbox's pod once ``process`` runs in its own one."""
+    listed = opensandbox.kubectl(
+        "get",
+        "pods",
+        "-n",
+        opensandbox.NAMESPACE,
+        "-l",
+        f"opensandbox.io/id={sandbox}",
+        "-o",
+        'jsonpath={range .items[*].status.containerStatuses[*]}{.name} {.containerID}{"\\n"}{end}',
+    )
+    tasks = {
+        name: container_id.removeprefix("containerd://")
+        for name, container_id in (line.split() for line in listed.splitlines() if line.strip())
+    }
+    own = [task for name, task in tasks.items() if "egress" not in name]
+    if not own:
+        pytest.fail(f"sandbox {sandbox} has no running container in the cluster: {listed!r}")
+    deadline = time.monotonic() + START_SECONDS
+    while not any(process in _cmdline(pid) for pid in _task_pids(own[0])):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{process!r} never started in sandbox {sandbox}'s container {own[0]}")
+        time.sleep(0.2)
+    for task in tasks.values():
+        ctr("tasks", "pause", task)
+
+
+def _task_pids(task: str) -> list[int]:
+    rows = ctr("tasks", "ps", task).splitlines()[1:]
+    return [int(row.split()[0]) for row in rows if row.strip()]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

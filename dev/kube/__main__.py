@@ -1,10 +1,11 @@
-"""``python -m dev.kube build|up|down|status|load IMAGE``: a local single-node Kubernetes."""
+"""``python -m dev.kube build|up|down|status|load IMAGE|server up|down|status``: a local
+single-node Kubernetes, and OpenSandbox's controller and Kubernetes-mode servers on it."""
 
 import argparse
 import subprocess
 import sys
 
-from dev.kube import build, cluster, runtime
+from dev.kube import build, cluster, opensandbox, runtime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,6 +19,10 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("status", help="print what a connection to the cluster needs")
     load = commands.add_parser("load", help="import a Docker image into the cluster's containerd")
     load.add_argument("image", help="an image Docker has, e.g. python:3.12-slim")
+    server = commands.add_parser(
+        "server", help="OpenSandbox's controller and its servers in Kubernetes mode"
+    )
+    server.add_argument("action", choices=("up", "down", "status"))
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
@@ -28,6 +33,15 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "load":
             runtime.load_docker_image(args.image)
             print(f"loaded {args.image}")
+        elif args.command == "server" and args.action == "status":
+            print(opensandbox.status())
+        elif args.command == "server":
+            with cluster.lock():
+                if args.action == "up":
+                    opensandbox.up()
+                    print(opensandbox.status())
+                else:
+                    print("\n".join(opensandbox.down()) or "nothing was running")
         else:
             with cluster.lock():
                 if args.command == "up":

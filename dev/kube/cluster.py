@@ -18,7 +18,18 @@ import urllib.request
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from dev.kube import api, build, components, config, mounts, network, pki, runtime, sysctls
+from dev.kube import (
+    api,
+    build,
+    components,
+    config,
+    mounts,
+    network,
+    opensandbox,
+    pki,
+    runtime,
+    sysctls,
+)
 from dev.kube.paths import (
     ADMIN_KUBECONFIG,
     CNI_CONF_DIR,
@@ -154,7 +165,8 @@ def _write_configuration(node_ip: str) -> None:
 
 def down() -> list[str]:
     """Stops every process ``up`` recorded, pods first; returns what it did, one line each."""
-    done = []
+    # The servers and the controller first, while the apiserver can still remove their sandboxes.
+    done = opensandbox.down()
     if PROCESSES.find("kubelet") and PROCESSES.find("kube-apiserver"):
         # The kubelet stops each pod's containers and releases its network; killing the
         # containers behind its back would leave addresses and namespaces behind.

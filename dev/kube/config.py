@@ -131,7 +131,8 @@ def containerd_config(state_dir: Path, cni_conf_dir: Path, cni_bin_dir: Path) ->
 
 
 def to_toml(table: dict[str, Any]) -> str:
-    """TOML for nested tables of strings, booleans and integers: what containerd's config is."""
+    """TOML for nested tables of strings, booleans, integers and their lists: what
+    containerd's and the OpenSandbox server's configurations hold."""
     lines: list[str] = []
     _toml_table(table, [], lines)
     return "\n".join(lines).strip() + "\n"
@@ -160,4 +161,8 @@ def _toml_value(value: Any) -> str:
         return str(value)
     if isinstance(value, str):
         return json.dumps(value)  # a JSON string is a valid TOML basic string
-    raise TypeError(f"to_toml writes strings, booleans and integers, not {type(value).__name__}.")
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    raise TypeError(
+        f"to_toml writes strings, booleans, integers and lists, not {type(value).__name__}."
+    )

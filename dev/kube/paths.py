@@ -12,6 +12,8 @@ from dev.stack.processes import ProcessTable
 REPO = Path(__file__).resolve().parents[2]
 KUBE_DIR = REPO / ".kube"
 STATE_FILE = KUBE_DIR / "state.json"
+# The Kubernetes-mode OpenSandbox servers, in the Docker stack's state format.
+SERVER_STATE_FILE = KUBE_DIR / "stack-state.json"
 LOCK_FILE = KUBE_DIR / "lock"
 PKI_DIR = KUBE_DIR / "pki"
 CONFIG_DIR = KUBE_DIR / "config"

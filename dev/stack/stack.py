@@ -92,7 +92,7 @@ def stop(started: Started) -> None:
 
 
 def status() -> str:
-    state = read_state()
+    state = read_state("docker")
     lines = []
     for spec in servers.SERVERS:
         info = state.servers[spec.name]

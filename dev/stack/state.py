@@ -1,15 +1,19 @@
 """``.stack/state.json``: what a running stack offers, written by ``up`` and read by the tests.
 
 The file names the servers (with their API key), the sandbox image, the bridge address and the
-resolver's zone, so tests never hard-code a port or a key.
+resolver's zone, so tests never hard-code a port or a key. With ``RUNTIME=kubernetes`` the tests
+and benchmarks read ``.kube/stack-state.json`` instead: the same description of the Kubernetes-mode
+servers on the local cluster (docs/kubernetes.rst, "OpenSandbox on the local cluster").
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dev.kube.paths import SERVER_STATE_FILE
 from dev.stack.paths import STATE_FILE
 
 if TYPE_CHECKING:
@@ -104,7 +108,23 @@ class StackState:
         )
 
 
-def read_state() -> StackState:
+def runtime() -> str:
+    """The runtime whose servers ``read_state`` describes: ``RUNTIME``, Docker by default."""
+    return os.environ.get("RUNTIME", "").strip() or "docker"
+
+
+def read_state(runtime_name: str | None = None) -> StackState:
+    name = runtime_name or runtime()
+    if name == "kubernetes":
+        try:
+            return StackState.from_json(SERVER_STATE_FILE.read_text())
+        except FileNotFoundError:
+            raise RuntimeError(
+                "The Kubernetes-mode OpenSandbox servers are not up (no .kube/stack-state.json). "
+                "Start them with `make kube-server-up` (as root), then run the tests again."
+            ) from None
+    if name != "docker":
+        raise RuntimeError(f"RUNTIME={name} is not a runtime here; use docker or kubernetes.")
     try:
         return StackState.from_json(STATE_FILE.read_text())
     except FileNotFoundError:

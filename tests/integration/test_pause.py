@@ -17,6 +17,12 @@ from opensandbox import SandboxManagerSync
 from dev.stack.state import ServerInfo
 from opensandbox_provider.sandbox import OpenSandboxBackend
 
+pytestmark = pytest.mark.not_on_kubernetes(
+    reason="the Kubernetes runtime pauses by committing the pod to the controller's snapshot "
+    "registry; the server accepts the pause (202) but the controller's SandboxSnapshot fails "
+    "with 'snapshot-registry not configured in controller manager' and the sandbox stays Running"
+)
+
 OWNER = "pause_dag/manual__2026-01-01T00:00:00+00:00"
 FIRST = f"{OWNER}/first"
 SECOND = f"{OWNER}/second"

@@ -133,3 +133,8 @@ def test_the_pause_archive_is_a_one_layer_image_under_its_tag():
 def test_the_same_pause_binary_gives_the_same_archive():
     assert pause.image_archive(b"same") == pause.image_archive(b"same")
     assert pause.image_archive(b"same") != pause.image_archive(b"other")
+
+
+def test_lists_of_strings_are_written_as_toml_arrays():
+    table = {"storage": {"allowed_host_paths": ["/srv/a", "/srv/b"], "empty": []}}
+    assert tomllib.loads(config.to_toml(table)) == table

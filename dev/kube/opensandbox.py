@@ -1,0 +1,277 @@
+"""OpenSandbox on the local cluster: its controller, its CRDs and servers in Kubernetes mode.
+
+OpenSandbox's controller is not published in a form this repository can fetch, so it is built
+by hand and named by two variables: ``KUBE_CONTROLLER_BIN`` (the controller's binary) and
+``KUBE_CRDS_DIR`` (its ``config/crd/bases`` folder). The servers are the Docker stack's pinned
+``opensandbox-server`` with a configuration written from the server's own Kubernetes example,
+and ``.kube/stack-state.json`` describes them in the stack's format, so that the tests find
+them when ``RUNTIME=kubernetes`` (``dev/stack/state.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dev.kube import api, components, config, runtime
+from dev.kube.paths import ADMIN_KUBECONFIG, CONTAINERD_SOCKET, KUBE_DIR, PROCESSES
+from dev.kube.paths import SERVER_STATE_FILE as STATE_FILE
+from dev.stack import servers as stack_servers
+from dev.stack.paths import SERVER_VENV
+from dev.stack.state import ServerInfo, StackState, read_state
+
+NAMESPACE = "opensandbox"
+CONTROLLER = "opensandbox-controller"
+# Loopback only, and off the controller's default :8081, which another service may hold.
+CONTROLLER_HEALTH = "127.0.0.1:18181"
+HOST = "127.0.0.1"
+# The pod network's gateway on the bridge: the address a pod reaches this host at.
+BRIDGE_IP = "10.213.0.1"
+CONTROLLER_SECONDS = 60.0
+SERVER_SECONDS = 60.0
+DELETE_SECONDS = 120
+EXAMPLE = "examples/example.config.k8s.toml"
+
+
+@dataclass(frozen=True)
+class KubeServer:
+    """One OpenSandbox server in Kubernetes mode; the ports sit beside the Docker stack's."""
+
+    name: str
+    port: int
+    egress_mode: str | None
+
+    @property
+    def slug(self) -> str:
+        return self.name.replace("+", "-")
+
+    @property
+    def process_name(self) -> str:
+        return f"opensandbox-server-{self.slug}"
+
+    @property
+    def directory(self) -> Path:
+        return KUBE_DIR / "servers" / self.slug
+
+
+SERVERS = (
+    KubeServer("plain", 18093, None),
+    KubeServer("dns", 18094, "dns"),
+    KubeServer("dns+nft", 18095, "dns+nft"),
+)
+
+
+def up() -> StackState:
+    """Starts the controller and the servers not running; the cluster must be up."""
+    if PROCESSES.find("kube-apiserver") is None or not api.ready():
+        raise RuntimeError("The local cluster is not running. Run `make kube-up` first.")
+    controller, crds = _controller_paths()
+    docker_stack = read_state("docker")
+    for image in dict.fromkeys(docker_stack.images.values()):
+        # Loaded on every `up`: the stack may have rebuilt a stand-in since the last one.
+        runtime.load_docker_image(image)
+    kubectl("apply", "--server-side", "-f", str(crds))
+    if not _namespace_exists():
+        kubectl("create", "namespace", NAMESPACE)
+    _wait(
+        lambda: api.has_default_service_account(NAMESPACE),
+        CONTROLLER_SECONDS,
+        f"The namespace {NAMESPACE} has no default ServiceAccount",
+        "kube-controller-manager",
+    )
+    if PROCESSES.find(CONTROLLER) is None:
+        PROCESSES.start(
+            CONTROLLER,
+            [
+                str(controller),
+                f"--kubeconfig={ADMIN_KUBECONFIG}",
+                f"--health-probe-bind-address={CONTROLLER_HEALTH}",
+                "--metrics-bind-address=0",
+                f"--containerd-socket-path={CONTAINERD_SOCKET}",
+            ],
+        )
+    _wait(
+        lambda: _answers(f"http://{CONTROLLER_HEALTH}/healthz"),
+        CONTROLLER_SECONDS,
+        "The OpenSandbox controller is not healthy",
+        CONTROLLER,
+    )
+    key = stack_servers.api_key()
+    for server in SERVERS:
+        _ensure_server(server, key, docker_stack.images)
+    for server in SERVERS:
+        _wait(
+            lambda port=server.port: _answers(f"http://{HOST}:{port}/health"),
+            SERVER_SECONDS,
+            f"The {server.name!r} Kubernetes-mode server is not healthy on port {server.port}",
+            server.process_name,
+        )
+    state = StackState(
+        servers={s.name: ServerInfo(s.name, HOST, s.port, key, s.egress_mode) for s in SERVERS},
+        sandbox_image=docker_stack.sandbox_image,
+        bridge_ip=BRIDGE_IP,
+        images=docker_stack.images,
+        image_kinds=docker_stack.image_kinds,
+    )
+    STATE_FILE.write_text(state.to_json())
+    STATE_FILE.chmod(0o600)  # it holds the API key
+    return state
+
+
+def down() -> list[str]:
+    """Deletes every sandbox, then stops the servers and the controller; one line per step."""
+    done = []
+    if PROCESSES.find(CONTROLLER) and api.ready():
+        # The controller removes a BatchSandbox's finalizer and its pods; it must still run.
+        deleted = kubectl(
+            "delete",
+            "batchsandboxes",
+            "--all",
+            "-n",
+            NAMESPACE,
+            f"--timeout={DELETE_SECONDS}s",
+            check=False,
+        )
+        done.append(f"batchsandboxes: {deleted.strip() or 'none'}")
+    for name in [s.process_name for s in SERVERS] + [CONTROLLER]:
+        if PROCESSES.stop(name):
+            done.append(f"stopped {name}")
+    STATE_FILE.unlink(missing_ok=True)
+    return done
+
+
+def status() -> str:
+    lines = [f"{CONTROLLER}: {_pid(CONTROLLER)}"]
+    for server in SERVERS:
+        egress = f", egress {server.egress_mode}" if server.egress_mode else ""
+        lines.append(
+            f"server {server.name} (http://{HOST}:{server.port}{egress}): "
+            f"{_pid(server.process_name)}; log {PROCESSES.log_file(server.process_name)}"
+        )
+    if api.ready() and PROCESSES.find(CONTROLLER):
+        lines.append(kubectl("get", "batchsandboxes,pods", "-n", NAMESPACE, "-o", "wide"))
+    return "\n".join(lines)
+
+
+def batchsandboxes() -> set[str]:
+    """The names of the BatchSandboxes in the servers' namespace: one per sandbox."""
+    return set(kubectl("get", "batchsandboxes", "-n", NAMESPACE, "-o", "name").split())
+
+
+def server_config(
+    server: KubeServer, key: str, images: dict[str, str], example: dict[str, Any]
+) -> dict[str, Any]:
+    """The server's Kubernetes example, pointed at this cluster, its images and our port."""
+    example = copy.deepcopy(example)
+    example["server"].update(host=HOST, port=server.port, api_key=key)
+    example["runtime"]["execd_image"] = images["execd"]
+    example["kubernetes"].update(kubeconfig_path=str(ADMIN_KUBECONFIG), namespace=NAMESPACE)
+    # The example names a template file in HOME that nobody wrote; without one the server
+    # builds the BatchSandbox from the request alone.
+    del example["kubernetes"]["batchsandbox_template_file"]
+    example["store"]["path"] = str(server.directory / "home" / "opensandbox.db")
+    example["storage"]["allowed_host_paths"] = [str(server.directory / "host-mounts")]
+    if server.egress_mode:
+        example["egress"].update(image=images["egress"], mode=server.egress_mode)
+    else:
+        del example["egress"]  # no sidecar: the server refuses network policies
+    return example
+
+
+def kubectl(*args: str, check: bool = True) -> str:
+    result = subprocess.run(
+        [components.binary("kubectl"), f"--kubeconfig={ADMIN_KUBECONFIG}", *args],
+        capture_output=True,
+        text=True,
+    )
+    if check and result.returncode != 0:
+        raise RuntimeError(f"`kubectl {' '.join(args)}` failed: {result.stderr.strip()}")
+    return result.stdout or result.stderr
+
+
+def _ensure_server(server: KubeServer, key: str, images: dict[str, str]) -> None:
+    example = tomllib.loads((_site_packages() / EXAMPLE).read_text())
+    text = config.to_toml(server_config(server, key, images, example))
+    config_path = server.directory / "config.toml"
+    running = PROCESSES.find(server.process_name)
+    if running is not None and config_path.exists() and config_path.read_text() == text:
+        return
+    if running is not None:
+        PROCESSES.stop(server.process_name)
+    (server.directory / "home").mkdir(parents=True, exist_ok=True)
+    (server.directory / "host-mounts").mkdir(parents=True, exist_ok=True)
+    config_path.write_text(text)
+    config_path.chmod(0o600)  # it holds the API key
+    env = {**os.environ, "HOME": str(server.directory / "home")}
+    env.pop("OPENSANDBOX_SERVER_API_KEY", None)  # it would override the key in the config
+    argv = [str(SERVER_VENV / "bin" / "opensandbox-server"), "--config", str(config_path)]
+    PROCESSES.start(server.process_name, argv, env=env)
+
+
+def _controller_paths() -> tuple[Path, Path]:
+    controller = Path(os.environ.get("KUBE_CONTROLLER_BIN", ""))
+    crds = Path(os.environ.get("KUBE_CRDS_DIR", ""))
+    if not controller.name or not os.access(controller, os.X_OK):
+        raise RuntimeError(
+            "Set KUBE_CONTROLLER_BIN to OpenSandbox's controller binary (built from the "
+            "kubernetes/ folder of OpenSandbox's repository); it is not built here."
+        )
+    if not crds.name or not any(crds.glob("*.yaml")):
+        raise RuntimeError(
+            "Set KUBE_CRDS_DIR to the controller's CRD folder (kubernetes/config/crd/bases in "
+            "OpenSandbox's repository, of the same commit as the controller)."
+        )
+    return controller, crds
+
+
+def _site_packages() -> Path:
+    found = sorted((SERVER_VENV / "lib").glob("python3*/site-packages/opensandbox_server"))
+    if not found:
+        raise RuntimeError(
+            f"The OpenSandbox server is not installed in {SERVER_VENV}. Run `make stack-up` "
+            "once; it installs the pinned server there."
+        )
+    return found[0]
+
+
+def _namespace_exists() -> bool:
+    try:
+        api.get(f"/api/v1/namespaces/{NAMESPACE}")
+    except urllib.error.HTTPError as error:
+        if error.code == 404:
+            return False
+        raise
+    return True
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def _wait(check, seconds: float, what: str, process: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if PROCESSES.find(process) is None:
+            raise RuntimeError(f"{process} exited; read its log, {PROCESSES.log_file(process)}.")
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"{what} after {seconds:.0f} s; read the log, {PROCESSES.log_file(process)}."
+            )
+        time.sleep(0.5)
+
+
+def _pid(name: str) -> str:
+    record = PROCESSES.find(name)
+    return f"pid {record.pid}" if record else "DOWN"
