@@ -22,8 +22,8 @@ def test_a_secret_the_command_printed_is_masked_in_the_task_log_and_the_xcom(
 
     log = json.dumps(api.task_log(secret_dag.DAG_ID, run_id, TASK_ID))
     # The command saw the value: it printed it, and its length.
-    assert "token: ***" in log
-    assert f'"{len(secret_dag.SECRET)}"' in log
+    assert "[sandbox stdout] token: ***" in log
+    assert f"[sandbox stdout] {len(secret_dag.SECRET)}" in log
     assert secret_dag.SECRET not in log
     returned = api.return_value(secret_dag.DAG_ID, run_id, TASK_ID)
     assert returned == {"exit_code": 0, "stdout": f"token: ***\n{len(secret_dag.SECRET)}\n"}

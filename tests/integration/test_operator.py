@@ -266,7 +266,7 @@ def test_a_deferred_command_is_waited_for_by_the_trigger_and_finished_by_the_wor
         operator.execute({})
     assert deferral.value.method_name == "execute_complete"
     event = run_trigger(rebuilt(deferral.value.trigger))
-    assert "[sandbox output] early" in lines.messages
+    assert "[sandbox stdout] early" in lines.messages
     assert (event["status"], event["exit_code"], event["timed_out"]) == ("ended", 0, False)
     result = OpenSandboxOperator.execute_complete(operator, {}, event)
     finished = time.time()
@@ -301,7 +301,12 @@ def test_a_command_returns_the_same_xcom_deferred_or_not(operator_on, plain_serv
     # Each line comes back ending in a line feed, as execd's line events do not say otherwise.
     assert foreground == {"exit_code": 0, "stdout": "one\nthree\n\nsix\nfive\n"}
     # The trigger logs each stream as the foreground does.
-    assert {"[stderr] two", "[stderr] four", "one", "three"} <= set(lines.messages)
+    assert {
+        "[sandbox stderr] two",
+        "[sandbox stderr] four",
+        "[sandbox stdout] one",
+        "[sandbox stdout] three",
+    } <= set(lines.messages)
 
 
 def test_a_trigger_taken_up_again_reads_only_the_tail_of_what_it_missed(

@@ -121,7 +121,7 @@ def test_a_private_env_value_reaches_the_command_and_nothing_that_is_shown(
         "token: ***",
         hashlib.sha256(SECRET.encode()).hexdigest(),
     ]
-    assert "token: ***" in task_log.messages
+    assert "[sandbox stdout] token: ***" in task_log.messages
     assert not [message for message in task_log.messages if SECRET in message]
     assert SECRET not in json.dumps(result)
     shown = json.dumps({field: getattr(operator, field) for field in operator.template_fields})
