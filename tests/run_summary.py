@@ -36,7 +36,8 @@ def function_id(nodeid: str) -> str:
     return nodeid.split("[", 1)[0]
 
 
-@dataclass
+# eq=False keeps it hashable, as pytest needs a plugin to be.
+@dataclass(eq=False)
 class RunSummary:
     """Collects outcomes as pytest reports them; written once the session ends."""
 

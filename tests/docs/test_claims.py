@@ -83,7 +83,11 @@ def test_a_recorded_run_says_how_far_behind_head_it_is() -> None:
 
 def test_a_run_records_each_functions_worst_outcome(tmp_path: Path) -> None:
     """A real pytest run with the summary plugin: a parameter that fails fails the function,
-    a fixture that fails is an error, a skip is a skip."""
+    a fixture that fails is an error, a skip is a skip. A folder beside it has a conftest of
+    its own, as the suite's folders do: pytest then compares plugins by hash."""
+    (tmp_path / "beside").mkdir()
+    (tmp_path / "beside" / "conftest.py").write_text("LOCAL = 1\n")
+    (tmp_path / "beside" / "test_beside.py").write_text("def test_beside():\n    pass\n")
     (tmp_path / "test_sample.py").write_text(
         textwrap.dedent(
             """
@@ -132,6 +136,7 @@ def test_a_run_records_each_functions_worst_outcome(tmp_path: Path) -> None:
         "test_ok": "passed",
         "test_skipped": "skipped",
         "test_fixture_error": "error",
+        "test_beside": "passed",
     }
 
 
