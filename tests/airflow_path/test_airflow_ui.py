@@ -195,8 +195,9 @@ def test_ui_task_log_shows_the_operator_commands_output_lines(
     with screenshot(page, "06-operator-task-log"):
         expect(page.get_by_text("Success", exact=True).first).to_be_visible()
         expect(page.get_by_text("'sh count.sh' exited 0 in").first).to_be_visible()
-        # The script's one line of output, a line of the log of its own: "[...] INFO - 3".
-        expect(page.get_by_text(re.compile(r" - 3$")).first).to_be_visible()
+        # The script's one line of output, a line of the log of its own, marked as the
+        # command's: "[...] INFO - [sandbox stdout] 3".
+        expect(page.get_by_text(re.compile(r" - \[sandbox stdout\] 3$")).first).to_be_visible()
     page.goto(airflow.task_url(run_id, dag_id=dag_id, task_id="long_command"))
     with screenshot(page, "07-operator-deferred-task-log"):
         expect(page.get_by_text("Success", exact=True).first).to_be_visible()

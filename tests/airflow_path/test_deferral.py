@@ -77,9 +77,10 @@ def test_a_deferred_task_gives_its_pool_slot_to_another_task_while_it_waits(
 
 
 def _wait_for_log_line(airflow: RunningAirflow, run_id: str, line: str) -> None:
+    """Until the command's ``line`` is in the task log, as the command's own stdout line."""
     deadline = time.monotonic() + DEFER_TIMEOUT
     while not any(
-        event.get("event") == line
+        event.get("event") == f"[sandbox stdout] {line}"
         for event in airflow.api.task_log(ticks.DAG_ID, run_id, ticks.TASK_ID)
     ):
         assert time.monotonic() < deadline, f"{line!r} never reached the task log"
@@ -131,7 +132,7 @@ def test_a_deferred_command_outlasting_execution_timeout_fails_the_task_and_its_
     # Each event whole: a failure's exception is in its own field.
     log = api.task_log(outlasting.DAG_ID, run_id, outlasting.TASK_ID)
     events = [json.dumps(event) for event in log]
-    assert any('"started"' in e for e in events), events
+    assert any('"[sandbox stdout] started"' in e for e in events), events
     assert any("ran out of its execution_timeout" in e for e in events), events
     assert any("AirflowTaskTimeout" in e for e in events), events
     created = next(m for e in events if (m := re.search(r"Created OpenSandbox sandbox (\S+) ", e)))

@@ -53,8 +53,8 @@ def test_make_demo_once_exits_zero_after_green_runs_of_both_dags(plain_server: S
     # command's lines logged from the triggerer in order, each sandbox destroyed.
     assert operator.count("Created OpenSandbox sandbox") == 3, operator
     assert operator.count("Destroyed sandbox") == 3, operator
-    assert "  [run_script] 3" in operator.splitlines(), operator
-    ticks = [operator.index(f"[long_command] tick {n}") for n in (1, 2, 3)]
+    assert "  [run_script] [sandbox stdout] 3" in operator.splitlines(), operator
+    ticks = [operator.index(f"[long_command] [sandbox stdout] tick {n}") for n in (1, 2, 3)]
     assert ticks == sorted(ticks), operator
     assert "Login: admin / " in result.stdout
     assert "Airflow stopped." in result.stdout
