@@ -46,7 +46,7 @@ def arguments(**changes) -> CreationArguments:
         {"memory": "1Gi"},
         {"spec": SandboxSpec(block_network=False, env={"A": "1"})},
         {"spec": SandboxSpec()},
-        {"spec": SandboxSpec(allow_egress_to=["pypi.org"])},
+        {"spec": SandboxSpec(allow_egress_to=["packages.example.internal"])},
         {"volumes": (NamedVolume("data", "/data"),)},
         {"volumes": (HostPath("/srv/data", "/data"),)},
     ],
@@ -86,9 +86,11 @@ def test_differences_name_environment_variables_but_never_their_values() -> None
 
 
 def test_a_backend_with_the_pools_arguments_wants_what_the_pool_holds() -> None:
-    pool = WarmPool("py", 1, STORE, cpu="500m", spec=SandboxSpec(allow_egress_to=["pypi.org"]))
+    pool = WarmPool(
+        "py", 1, STORE, cpu="500m", spec=SandboxSpec(allow_egress_to=["packages.example.internal"])
+    )
     backend = OpenSandboxBackend(cpu="500m", warm_pool=pool)
-    wanted = _pool_arguments(backend, SandboxSpec(allow_egress_to=["pypi.org"]))
+    wanted = _pool_arguments(backend, SandboxSpec(allow_egress_to=["packages.example.internal"]))
     assert wanted.fingerprint() == pool.creation.fingerprint()
 
 
