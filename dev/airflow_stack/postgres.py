@@ -9,8 +9,10 @@ the bridge's address and a port of its own, with no Unix socket.
 from __future__ import annotations
 
 import glob
+import hashlib
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +51,24 @@ class MetadataDatabase:
     password: str
 
     @property
+    def cluster_root(self) -> Path:
+        """
+        Where the cluster lives: outside the Airflow home, since the ``postgres`` user must
+        reach it and a checkout's parent folders may be closed to other users (a fresh
+        ``mktemp -d`` is), in the system's temporary folder, one per home.
+        """
+        digest = hashlib.sha256(str(self.home.resolve()).encode()).hexdigest()[:12]
+        return Path(tempfile.gettempdir()) / f"opensandbox-provider-postgres-{digest}"
+
+    @property
     def data_dir(self) -> Path:
-        return self.home / "postgres"
+        return self.cluster_root / "data"
+
+    @property
+    def _made_for_this_home(self) -> Path:
+        # A home made afresh has no such mark, so it never meets a cluster of an earlier home
+        # (whose password it does not know).
+        return self.home / "postgres-cluster"
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -64,8 +82,9 @@ class MetadataDatabase:
                 "PostgreSQL is not installed. Install Debian's `postgresql` package "
                 "(apt-get install postgresql) and start the celery topology again."
             )
-        if not (self.data_dir / "PG_VERSION").exists():
+        if not (self.data_dir / "PG_VERSION").exists() or not self._made_for_this_home.exists():
             self._init(bin_dir, subnet)
+            self._made_for_this_home.write_text(f"{self.data_dir}\n")
         server = [str(bin_dir / "postgres"), "-D", str(self.data_dir)]
         # A throwaway development database: durability is traded for the speed of a migration
         # on a loaded machine.
@@ -82,10 +101,12 @@ class MetadataDatabase:
         self._create_database()
 
     def _init(self, bin_dir: Path, subnet: str) -> None:
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+        shutil.rmtree(self.cluster_root, ignore_errors=True)
+        self.cluster_root.mkdir(mode=0o700)
+        shutil.chown(self.cluster_root, OS_USER, OS_USER)
         self.data_dir.mkdir(mode=0o700)
         shutil.chown(self.data_dir, OS_USER, OS_USER)
-        password_file = self.home / "run" / "postgres-password"
+        password_file = self.cluster_root / "password"
         password_file.write_text(self.password + "\n")
         shutil.chown(password_file, OS_USER, OS_USER)
         password_file.chmod(0o600)

@@ -15,8 +15,10 @@ def own_redis(tmp_path, monkeypatch: pytest.MonkeyPatch) -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    monkeypatch.setattr(processes, "RUN_DIR", tmp_path / "run")
-    monkeypatch.setattr(processes, "LOG_DIR", tmp_path / "logs")
+    # A process table of the test's own, so that a running stack's Redis is never found.
+    table = processes.ProcessTable(tmp_path / "run", tmp_path / "logs")
+    for name in ("start", "find", "stop", "log_file"):
+        monkeypatch.setattr(processes, name, getattr(table, name))
     monkeypatch.setattr(redis, "PORT", port)
     monkeypatch.setattr(redis, "DATA_DIR", tmp_path / "redis")
     # A second loopback address stands for the bridge, which a test does not bind.
