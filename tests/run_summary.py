@@ -56,6 +56,8 @@ class RunSummary:
         )
         return cls(selected_everything=not narrowed)
 
+    # Last, after conftest.py has marked the tests that need the stack.
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self.collected = len(items)
         self.needs_stack = {

@@ -120,6 +120,12 @@ def test_a_run_records_each_functions_worst_outcome(tmp_path: Path) -> None:
         "def pytest_configure(config):\n"
         "    config.pluginmanager.register(\n"
         f"        RunSummary(selected_everything=True, path=Path({str(summary)!r})), 'summary')\n"
+        "    config.addinivalue_line('markers', 'stack: needs the stack')\n"
+        "def pytest_collection_modifyitems(items):\n"
+        "    # As the suite's conftest marks a test that asks for the stack.\n"
+        "    for item in items:\n"
+        "        if item.name == 'test_ok':\n"
+        "            item.add_marker('stack')\n"
     )
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
@@ -127,6 +133,8 @@ def test_a_run_records_each_functions_worst_outcome(tmp_path: Path) -> None:
         capture_output=True,
         check=False,
     )
+    recorded = json.loads(summary.read_text())
+    assert [name.split("::")[-1] for name in recorded["needs_stack"]] == ["test_ok"]
     tests = {
         name.split("::")[-1]: outcome
         for name, outcome in json.loads(summary.read_text())["tests"].items()
