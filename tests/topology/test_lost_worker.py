@@ -37,7 +37,8 @@ def _wait_for_first_tick(airflow: RunningAirflow, run_id: str) -> tuple[str, str
         # Read while the task runs: the api-server fetches it from the worker, by its name.
         events = api.task_log(retried.DAG_ID, run_id, retried.TASK_ID)
         lines = [str(event.get("event")) for event in events]
-        if "tick 1" in lines:
+        # The command's first line, as the task log marks a command's stdout.
+        if "[sandbox stdout] tick 1" in lines:
             host = api.task_instances(retried.DAG_ID, run_id)[retried.TASK_ID]["hostname"]
             [sandbox] = [m[1] for line in lines if (m := CREATED.match(line))]
             return str(host), sandbox
