@@ -1,4 +1,5 @@
-"""Fixtures for tests against the local OpenSandbox stack, and the run-wide leak check.
+"""Fixtures for tests against the local OpenSandbox stack; the run-wide leak check is in
+leak_check.py.
 
 Only tests that request a stack fixture touch Docker or the servers, so unit tests run anywhere.
 """
@@ -10,12 +11,10 @@ import urllib.request
 
 import pytest
 
-from dev.stack import leaks
 from dev.stack.images import ROLES
 from dev.stack.state import ServerInfo, StackState, read_state, runtime
-from tests import warm_pools
+from tests import leak_check
 from tests.run_summary import RunSummary
-from tests.snapshot_leaks import snapshot_leftovers, snapshot_resources
 
 STACK_FIXTURES = {"stack", "plain_server", "dns_server", "dns_nft_server"}
 HEALTH_WAIT_SECONDS = 30
@@ -27,6 +26,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _keep_the_stacks_named_images()
     # What this run showed, for the claims table of docs/verification.rst.
     config.pluginmanager.register(RunSummary.for_config(config), "run-summary")
+    # Where it sees every sandbox of the run: this process, or xdist's controller.
+    leak_check.register(config)
 
 
 def _keep_the_stacks_named_images() -> None:
@@ -42,13 +43,39 @@ def _keep_the_stacks_named_images() -> None:
             os.environ[variable] = state.images[role]
 
 
+# Folders whose tests need something to themselves: with pytest-xdist (the Makefile's suite
+# target, --dist loadgroup) each group runs on one worker, one test at a time, beside the
+# others. The topology and the reliability folder make network namespaces and restart servers
+# of their own; airflow_path shares one Airflow home and its ports; stack looks at the
+# engine's global state; packaging builds into one dist folder; docs builds one Sphinx tree.
+EXCLUSIVE_GROUPS = {
+    "topology": "namespaces",
+    "reliability": "namespaces",
+    "airflow_path": "airflow_path",
+    "stack": "stack",
+    "packaging": "packaging",
+    "docs": "docs",
+}
+
+
+# First, so that xdist's own hook, which reads the group marks, sees them.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # So that `-m "not stack"` selects exactly the tests that run without Docker.
     for item in items:
         if STACK_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.stack)
+        group = EXCLUSIVE_GROUPS.get(_folder(item))
+        if group:
+            item.add_marker(pytest.mark.xdist_group(name=group))
     _skip_stand_in_only_tests_on_named_images(items)
     _skip_what_kubernetes_does_not_offer(items)
+
+
+def _folder(item: pytest.Item) -> str:
+    """``tests/<folder>/...`` -> ``<folder>``."""
+    parts = item.nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
 
 
 def _skip_what_kubernetes_does_not_offer(items: list[pytest.Item]) -> None:
@@ -130,60 +157,3 @@ def dns_server(stack: StackState) -> ServerInfo:
 def dns_nft_server(stack: StackState) -> ServerInfo:
     """The server whose egress sidecar filters names and addresses."""
     return stack.servers["dns+nft"]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def no_leaked_sandboxes(request: pytest.FixtureRequest):
-    """Fails the run if a container, volume, network or snapshot OpenSandbox made here
-    outlives it, or a warm pool a test made still holds an idle sandbox.
-
-    It compares with what existed at the start, so another run on the same engine at the same
-    time can make it fail too: run the stack suites one at a time.
-    """
-    if not any(item.get_closest_marker("stack") for item in request.session.items):
-        yield
-        return
-    if runtime() == "kubernetes":
-        yield from _no_leaked_batchsandboxes()
-        return
-    before = leaks.opensandbox_resources()
-    try:
-        state: StackState | None = read_state()
-    except RuntimeError:
-        state = None  # no stack: the stack fixture fails the tests with its own message
-    snapshots_before = set() if state is None else snapshot_resources(state)
-    yield
-    # Drained before the containers are counted: what a pool still held is reported by pool.
-    idle = warm_pools.drain_all()
-    left: list[object] = [f"{n} idle sandboxes of warm pool {name}" for name, n in idle.items()]
-    left += leaks.leftovers(before)
-    if state is not None:
-        left += snapshot_leftovers(state, snapshots_before)
-    if left:
-        pytest.fail(
-            "These OpenSandbox resources were created during the run and never removed: "
-            + ", ".join(map(str, left))
-            + ". Destroy every sandbox a test creates, and delete every snapshot it makes (a "
-            "try/finally or a fixture). If another test run shared this Docker engine meanwhile, "
-            "its sandboxes and snapshots are listed too.",
-            pytrace=False,
-        )
-
-
-def _no_leaked_batchsandboxes():
-    """The Kubernetes runtime's sandboxes are BatchSandboxes; Docker, which other runs share,
-    is not looked at."""
-    from dev.kube import opensandbox
-
-    before = opensandbox.batchsandboxes()
-    yield
-    deadline = time.monotonic() + leaks.SETTLE_SECONDS
-    while (left := opensandbox.batchsandboxes() - before) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    if left:
-        pytest.fail(
-            "These BatchSandboxes were created during the run and never removed: "
-            + ", ".join(sorted(left))
-            + ". Destroy every sandbox a test creates (a try/finally or a fixture).",
-            pytrace=False,
-        )

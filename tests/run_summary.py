@@ -64,8 +64,17 @@ class RunSummary:
             function_id(item.nodeid) for item in items if item.get_closest_marker("stack")
         }
 
+    # With pytest-xdist the workers collect, and the controller, which writes the summary,
+    # learns the count from each of them (all collect the same tests) and the stack mark
+    # from the reports.
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        self.collected = len(ids)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         function = function_id(report.nodeid)
+        if "stack" in report.keywords:
+            self.needs_stack.add(function)
         if report.when == "call":
             self._note(function, report.outcome)
         elif report.skipped:
