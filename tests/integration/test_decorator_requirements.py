@@ -4,17 +4,13 @@ later runs reuse; a changed requirement makes another; the function itself runs 
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import logging
 import threading
 import time
-import zipfile
 from collections.abc import Iterator
 from datetime import datetime
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +19,7 @@ from airflow.sdk import dag, task
 
 from dev.stack.resolver import ALLOWED_NAME
 from dev.stack.state import ServerInfo, StackState
+from dev.stack.wheels import wheel
 from opensandbox_provider.sandbox import OpenSandboxBackend, delete_snapshot
 from opensandbox_provider.sandbox._snapshots import find_snapshot, prepare_snapshot
 from tests.integration.test_operator import CONN_ID, destroyed
@@ -32,35 +29,13 @@ MODULE = "osb_probe"
 INDEX_ALLOWED = SandboxSpec(allow_egress_to=[ALLOWED_NAME])
 
 
-def wheel(folder: Path, version: str) -> Path:
-    """A pure-Python wheel of ``PACKAGE`` at ``version``, as pip installs one."""
-    dist_info = f"{MODULE}-{version}.dist-info"
-    files = {
-        f"{MODULE}.py": f"VERSION = {version!r}\n",
-        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {version}\n",
-        f"{dist_info}/WHEEL": (
-            "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-    }
-    record = []
-    for name, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record.append(f"{name},sha256={digest.decode()},{len(text.encode())}")
-    files[f"{dist_info}/RECORD"] = "\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n"
-    path = folder / f"{MODULE}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-    return path
-
-
 @pytest.fixture(scope="module")
 def index(stack: StackState, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     """A directory of wheels served on the bridge, where ``ALLOWED_NAME`` resolves: the pip
     arguments that install from it and from nowhere else."""
     folder = tmp_path_factory.mktemp("wheels")
     for version in ("1.0", "2.0"):
-        wheel(folder, version)
+        wheel(folder, PACKAGE, version, {MODULE: f"VERSION = {version!r}\n"})
     handler = partial(SimpleHTTPRequestHandler, directory=str(folder))
     server = ThreadingHTTPServer((stack.bridge_ip, 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -36,6 +36,13 @@ def storage_path(location: str | Asset | ObjectStoragePath) -> ObjectStoragePath
     return location
 
 
+def shown(location: Any) -> str:
+    """A destination as a task log names it: an asset by its URI and name."""
+    if isinstance(location, Asset):
+        return f"{location.uri} (asset {location.name})"
+    return str(location)
+
+
 def _asset_of(location: Any) -> Asset | None:
     if isinstance(location, Asset):
         return location

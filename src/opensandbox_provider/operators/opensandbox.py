@@ -23,7 +23,7 @@ from airflow.providers.common.compat.sdk import (
 
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
-from opensandbox_provider.operators._assets import add_new, declared_assets
+from opensandbox_provider.operators._assets import add_new, declared_assets, shown
 from opensandbox_provider.operators._files import copy_outputs, write_files
 from opensandbox_provider.operators._result import read_result
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
@@ -499,7 +499,7 @@ class OpenSandboxOperator(BaseOperator):
         if self.outputs:
             copied = copy_outputs(backend, sandbox, self.outputs, max_bytes=self.max_file_bytes)
             for path, size in copied.items():
-                self.log.info("Copied %s (%d bytes) to %s.", path, size, self.outputs[path])
+                self.log.info("Copied %s (%d bytes) to %s.", path, size, shown(self.outputs[path]))
         if not self.do_xcom_push:
             # Nothing would be pushed, so nothing is read: a missing xcom_path fails no task.
             return None
