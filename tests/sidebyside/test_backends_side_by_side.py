@@ -26,12 +26,13 @@ from airflow.providers.common.ai.sandbox.base import (
 from airflow.providers.common.ai.sandbox.opensandbox import OpenSandboxBackend as BuiltInBackend
 from opensandbox import SandboxManagerSync
 
+from dev.stack.leaks import SETTLE_SECONDS
 from dev.stack.resolver import ALLOWED_NAME
 from dev.stack.state import ServerInfo
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from opensandbox_provider.sandbox._execd import LIVENESS_PROBE_TIMEOUT, STALL_WINDOW
 from opensandbox_provider.sandbox._recovery import EXECD_UNREACHABLE_BOUND
-from tests.containers import run_frozen
+from tests.containers import containers_of, run_frozen
 from tests.markers import NEEDS_STALL_SWITCH
 
 KINDS = {"ours": OpenSandboxBackend, "builtin": BuiltInBackend}
@@ -144,9 +145,11 @@ def test_a_signal_is_not_a_timeout(open_sandbox) -> None:
 def test_a_quick_command_returns_at_its_end(open_sandbox, kind, record_property) -> None:
     run(open_sandbox, "true")  # reconnects and warm connections out of the measurement
     started = time.monotonic()
-    run(open_sandbox, "echo hi")
+    result = run(open_sandbox, "echo hi")
     elapsed = time.monotonic() - started
     print(f"echo hi took {elapsed:.3f}s [{kind}]")
+    # It returns at its end: whole, with its exit status, not cut off by a bound.
+    assert (result.exit_code, result.stdout, result.timed_out) == (0, "hi\n", False)
     differs(
         kind,
         record_property,
@@ -414,8 +417,16 @@ def test_create_and_destroy(backend_for, plain_server, kind, record_property) ->
     backend = backend_for(plain_server)
     backend.destroy(backend.create(spec=SandboxSpec(block_network=False)))  # warm
     started = time.monotonic()
-    backend.destroy(backend.create(spec=SandboxSpec(block_network=False)))
+    handle = backend.create(spec=SandboxSpec(block_network=False))
+    made = containers_of(handle)
+    backend.destroy(handle)
     elapsed = time.monotonic() - started
+    assert made, f"create returned {handle!r}, which has no container"
+    # Destroy returns before Docker has finished removing the containers.
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while (left := containers_of(handle)) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert not left, f"destroy left {left}"
     differs(
         kind,
         record_property,
