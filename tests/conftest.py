@@ -1,5 +1,5 @@
 """Fixtures for tests against the local OpenSandbox stack; the run-wide leak check is in
-leak_check.py.
+tests/leak_check.py.
 
 Only tests that request a stack fixture touch Docker or the servers, so unit tests run anywhere.
 """

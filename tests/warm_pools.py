@@ -1,7 +1,7 @@
 """Every warm pool a test makes, so that the run can drain them all and say which left any.
 
 A test's own fixture drains its pools when it ends. What is still registered is drained once
-more before the pools' Redis stops, and the run-wide leak check (tests/conftest.py) fails the
+more before the pools' Redis stops, and the run-wide leak check (tests/leak_check.py) fails the
 run if that found an idle sandbox.
 """
 
