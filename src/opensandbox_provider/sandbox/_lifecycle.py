@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError, is_sandbox_handle
 
+from opensandbox_provider._errors import api_exceptions, as_sandbox_errors, status_of
 from opensandbox_provider.sandbox import _tags
-from opensandbox_provider.sandbox._errors import api_exceptions, as_sandbox_errors, status_of
 from opensandbox_provider.sandbox._record import seconds_left
 
 if TYPE_CHECKING:

@@ -21,17 +21,18 @@ from airflow.providers.common.ai.sandbox.base import (
     is_sandbox_handle,
 )
 
-from opensandbox_provider._sdk import OpenSandboxNotInstalled
-from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.sandbox import _arguments, _pause, _policy, _pool, _tags, _volumes
-from opensandbox_provider.sandbox._errors import (
+from opensandbox_provider._errors import (
     api_exceptions,
     as_sandbox_errors,
     done_unless_missing,
     sdk_exceptions,
     status_of,
 )
-from opensandbox_provider.sandbox._execd import EXECD_PORT
+from opensandbox_provider._sdk import OpenSandboxNotInstalled
+from opensandbox_provider.egress import _policy
+from opensandbox_provider.execd._execd import EXECD_PORT
+from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
+from opensandbox_provider.sandbox import _arguments, _pause, _pool, _tags, _volumes
 from opensandbox_provider.sandbox._files import SandboxFiles
 from opensandbox_provider.sandbox._identity import current_identity
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
@@ -80,7 +81,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     only when execd answers no ping either), has the command's end read from execd's status;
     a sandbox that cannot say how its command ended, or whose stream is still open
     ``BACKSTOP_GRACE`` seconds past the deadline, is destroyed to end it
-    (:mod:`~opensandbox_provider.sandbox._execd`). execd enforces each command's deadline
+    (:mod:`~opensandbox_provider.execd._execd`). execd enforces each command's deadline
     itself, so a command out of time is killed and the sandbox and its files stay.
 
     A sandbox's server-side lifetime is a lease: while something holds it (the toolset
