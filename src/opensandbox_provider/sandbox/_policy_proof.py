@@ -20,9 +20,9 @@ log = logging.getLogger(__name__)
 
 def recheck(record: SandboxRecord, *, after: str, destroy: Callable[[str], None]) -> None:
     """
-    Destroy the sandbox with ``destroy``, raising :class:`~opensandbox_provider.egress._policy.
-    PolicyUnproven`, if its sidecar no longer enforces the policy proven at create or cannot
-    be shown to; ``after`` says when it was found, such as "after it was resumed".
+    Destroy the sandbox with ``destroy``, raising :class:`~.egress._policy.PolicyUnproven`,
+    if its sidecar no longer enforces the policy proven at create or cannot be shown to;
+    ``after`` says when it was found, such as "after it was resumed".
     """
     # The guest shares the sidecar's network namespace, and a server configured without
     # an egress token lets it rewrite the policy; so does anyone holding the sandbox's
