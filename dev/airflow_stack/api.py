@@ -96,6 +96,17 @@ class AirflowApi:
                 )
             time.sleep(1.0)
 
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """The Dag's runs, each with its ``dag_run_id``, ``run_type`` and ``state``."""
+        return list(self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns").json()["dag_runs"])
+
+    def asset_events(self, *, source_dag_id: str, source_run_id: str) -> list[dict[str, Any]]:
+        """The asset events a Dag run's tasks recorded, each with its ``uri`` and the
+        ``created_dagruns`` it started."""
+        params = {"source_dag_id": source_dag_id, "source_run_id": source_run_id}
+        answer = self._call("GET", "/api/v2/assets/events", params=params).json()
+        return list(answer["asset_events"])
+
     def task_instances(self, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
         """The run's task instances by task id: each with its ``state``, ``start_date``, ..."""
         path = f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances"

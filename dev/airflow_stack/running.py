@@ -157,7 +157,7 @@ def running_airflow(site: AirflowSite, topology: Topology = LOCAL) -> Iterator[R
         topology.stop(site.home)
 
 
-def _wait_for_dag(api: AirflowApi, dag_id: str) -> None:
+def wait_for_dag(api: AirflowApi, dag_id: str) -> None:
     deadline = time.monotonic() + DAG_PARSE_TIMEOUT
     while not api.dag_is_known(dag_id):
         errors = [error for error in api.import_errors() if dag_id in error]
@@ -177,7 +177,7 @@ def trigger(
     """Point ``opensandbox_default`` at ``server``, wait for ``dag_id`` and trigger it."""
     api = airflow.api
     api.put_connection(opensandbox_connection(airflow.topology.reach(server)))
-    _wait_for_dag(api, dag_id)
+    wait_for_dag(api, dag_id)
     api.unpause(dag_id)
     # The Dag's id in the run's id: two Dags triggered in the same second stay apart in logs.
     run_id = f"demo__{datetime.now(UTC):%Y%m%dT%H%M%S}__{dag_id}"

@@ -16,11 +16,14 @@ from dev.stack.paths import CACHE_DIR
 SUITE = "bookworm"
 VARIANT = "minbase"
 # What a sandbox needs: python3 runs the execd stand-in and user code (python-is-python3 gives the
-# `python` name the real python image has); procps, findutils and coreutils serve commands
-# the SDK tests run; nftables and iproute2 let the egress stand-in enforce policy in the kernel.
+# `python` name the real python image has, python3-venv its `python -m venv` with pip, which
+# @task.opensandbox(requirements=...) makes its environment with); procps, findutils and
+# coreutils serve commands the SDK tests run; nftables and iproute2 let the egress stand-in
+# enforce policy in the kernel.
 PACKAGES = (
     "python3",
     "python-is-python3",
+    "python3-venv",
     "coreutils",
     "findutils",
     "procps",

@@ -6,7 +6,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from dev.stack import engine, images, nameserver, redis, servers
+from dev.stack import engine, images, nameserver, redis, servers, wheelhouse
 from dev.stack.paths import LOCK_FILE
 from dev.stack.resolver import DEFAULT_ZONE
 from dev.stack.servers import ServerSpec
@@ -20,6 +20,7 @@ class Started:
     engine: bool = False
     resolver: bool = False
     redis: bool = False
+    wheelhouse: bool = False
     servers: list[ServerSpec] = field(default_factory=list)
 
 
@@ -56,6 +57,9 @@ def _bring_up(started: Started) -> None:
     with _step("redis") as note:
         started.redis = redis.ensure_redis()
         note("started" if started.redis else "running")
+    with _step("package index") as note:
+        started.wheelhouse = wheelhouse.ensure_wheelhouse()
+        note("started" if started.wheelhouse else "running")
     key = servers.api_key()
     with _step("servers") as note:
         launched = servers.launch_servers(key, choice)
@@ -74,7 +78,15 @@ def restart_servers() -> None:
 
 
 def down() -> None:
-    stop(Started(engine=True, resolver=True, redis=True, servers=list(servers.SERVERS)))
+    stop(
+        Started(
+            engine=True,
+            resolver=True,
+            redis=True,
+            wheelhouse=True,
+            servers=list(servers.SERVERS),
+        )
+    )
 
 
 def stop(started: Started) -> None:
@@ -83,6 +95,8 @@ def stop(started: Started) -> None:
         servers.stop_server(spec)
     if not any(servers.is_running(spec) for spec in servers.SERVERS):
         remove_state()
+    if started.wheelhouse:
+        wheelhouse.stop_wheelhouse()
     if started.redis:
         redis.stop_redis()
     if started.resolver:
@@ -112,6 +126,7 @@ def status() -> str:
         lines.append(f"{role} image: {state.images[role]} ({kind}; {used_by})")
     lines.append(f"resolver: {state.resolver['host']}:{state.resolver['port']}")
     lines.append(f"redis (warm pools): {state.redis_url or 'none'}")
+    lines.append(f"package index: {' '.join(wheelhouse.pip_args())}")
     return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dev.airflow_stack import components
-from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
+from dev.airflow_stack.home import AIRFLOW_DIR, OPERATOR_DAG_FILE, AirflowSite
 from dev.airflow_stack.running import (
     DEMO_DAGS,
     OPERATOR_DAG,
@@ -19,10 +19,49 @@ from dev.airflow_stack.running import (
     run_system_tests,
     running_airflow,
 )
-from dev.stack.state import ServerInfo
+from dev.stack.state import ServerInfo, read_state
+from opensandbox_provider.decorators._requirements import set_up_commands
+from opensandbox_provider.sandbox._snapshots import snapshot_name
 
 # Dags only the tests run, parsed beside the demo's.
 TEST_DAGS = sorted((Path(__file__).parent / "dags").glob("opensandbox_*.py"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def demo_environment_deleted() -> Iterator[None]:
+    """
+    After each module, the prepared environment the operator system-test Dag's decorated task
+    made: kept by design for its next run, but a test run must leave the servers as it found
+    them, which the run-wide snapshot leak check holds it to.
+    """
+    yield
+    try:
+        state = read_state()
+    except RuntimeError:
+        return  # no stack, so no Dag ran
+    name = _demo_environment_name()
+    from opensandbox import SandboxManagerSync
+    from opensandbox.models.sandboxes import SnapshotFilter
+
+    for server in state.servers.values():
+        manager = SandboxManagerSync.create(server.connection_config())
+        try:
+            for info in manager.list_snapshots(SnapshotFilter(name=name)).snapshot_infos:
+                manager.delete_snapshot(info.id)
+        finally:
+            manager.close()
+
+
+def _demo_environment_name() -> str:
+    """The name the operator Dag's requirements snapshot gets from its inputs."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("operator_dag", OPERATOR_DAG_FILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    commands = set_up_commands(module.REQUIREMENTS, module.PIP_ARGS)
+    return snapshot_name(base="image:python:3.12-slim", commands=commands, env={}, workdir=None)
 
 
 @pytest.fixture(scope="module")

@@ -51,9 +51,14 @@ def test_make_demo_once_exits_zero_after_green_runs_of_both_dags(plain_server: S
         assert expected in toolset
     # The operator Dag's story: a sandbox per task, the script's output, the deferred
     # command's lines logged from the triggerer in order, each sandbox destroyed.
-    assert operator.count("Created OpenSandbox sandbox") == 3, operator
-    assert operator.count("Destroyed sandbox") == 3, operator
+    # One sandbox per task, and one more in which the decorated task's requirements were
+    # installed, since each run of the test starts without its prepared environment.
+    assert operator.count("Created OpenSandbox sandbox") == 4, operator
+    assert operator.count("Destroyed sandbox") == 4, operator
     assert "  [run_script] [sandbox stdout] 3" in operator.splitlines(), operator
+    assert "  [run_script] [sandbox stdout] token: ***" in operator.splitlines(), operator
+    assert "(asset opensandbox_demo_word_counts)" in operator, operator
+    assert "which holds its requirements: osb-demo-words==1.0." in operator, operator
     ticks = [operator.index(f"[long_command] [sandbox stdout] tick {n}") for n in (1, 2, 3)]
     assert ticks == sorted(ticks), operator
     assert "Login: admin / " in result.stdout

@@ -227,3 +227,16 @@ class TestMetadata:
 
         assert refused.value.status_code == 400
         assert refused.value.error.code == "INVALID_METADATA_LABEL"
+
+
+def test_the_stacks_package_index_serves_the_demo_wheel_on_the_bridge(stack: StackState):
+    """Where ``wheelhouse.pip_args`` points sandboxes: the bridge, as ``allowed.test``."""
+    import httpx
+
+    from dev.stack import wheelhouse
+    from dev.stack.resolver import ALLOWED_NAME
+
+    assert stack.resolver["zone"][ALLOWED_NAME] == stack.bridge_ip
+    page = httpx.get(f"http://{stack.bridge_ip}:{wheelhouse.PORT}/", timeout=10, trust_env=False)
+    assert page.status_code == 200
+    assert "osb_demo_words-1.0-py3-none-any.whl" in page.text

@@ -149,10 +149,29 @@ def test_a_first_preparation_runs_the_set_up_snapshots_and_destroys_its_sandbox(
 
     assert prepare_snapshot(backend, ["make", "make install"]) == "new"
     assert backend.commands == ["make", "make install"]
-    assert server.calls[-1] == "snapshot sb-set-up"
+    # Made, then looked for again, in case a run preparing at the same time made one first.
+    assert server.calls[-2:] == ["snapshot sb-set-up", "list"]
     assert backend.destroyed == ["sb-set-up"]
     # The set-up's network is open unless the caller says otherwise.
     assert backend.created == [SandboxSpec(block_network=False)]
+
+
+def test_a_run_that_finds_a_rivals_older_snapshot_after_making_its_own_deletes_its_own(
+    server,
+) -> None:
+    backend = Backend(server)
+    name = name_for(backend, ["make"])
+    create = server.create_snapshot
+
+    def create_while_a_rival_finished_first(sandbox: str, name: str) -> SimpleNamespace:
+        server.snapshots.append(snapshot("rival", name, age=5))
+        return create(sandbox, name)
+
+    server.create_snapshot = create_while_a_rival_finished_first  # type: ignore[method-assign]
+
+    assert prepare_snapshot(backend, ["make"]) == "rival"
+    assert server.calls[-1] == "delete new"
+    assert [s.id for s in server.snapshots if s.name == name] == ["rival"]
 
 
 def test_a_failed_set_up_command_stops_before_the_snapshot_and_destroys_the_sandbox(

@@ -20,9 +20,19 @@ from airflow.providers.common.compat.sdk import (
     task_decorator_factory,
 )
 
+from opensandbox_provider.decorators._requirements import (
+    VENV_PYTHON,
+    checked_requirements,
+    set_up_commands,
+)
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
+from opensandbox_provider.sandbox._snapshots import prepare_snapshot
+from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from airflow.providers.common.ai.sandbox.base import SandboxSpec
     from airflow.providers.common.compat.sdk import Context, TaskDecorator
 
 # Where the function, its arguments and its result live in the sandbox.
@@ -96,8 +106,19 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
     template_ext = ()
 
     def __init__(
-        self, *, python_callable: Callable, python_command: str | None = None, **kwargs: Any
+        self,
+        *,
+        python_callable: Callable,
+        python_command: str | None = None,
+        requirements: Sequence[str] | None = None,
+        pip_args: Sequence[str] | None = None,
+        setup_spec: SandboxSpec | None = None,
+        **kwargs: Any,
     ) -> None:
+        self.requirements, self.pip_args = checked_requirements(requirements, pip_args, setup_spec)
+        self.setup_spec = setup_spec
+        if self.requirements and python_command is None:
+            python_command = VENV_PYTHON
         kwargs.setdefault("skip_on_exit_code", None)
         super().__init__(
             python_callable=python_callable,
@@ -123,7 +144,31 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
         )
         # Added after templating, so the function's own text is never rendered as a template.
         self.files = {**self.files, SCRIPT: runner, ARGUMENTS: arguments}
+        if self.requirements:
+            self.snapshot = self._prepared_environment()
         return super().execute(context)
+
+    def _prepared_environment(self) -> str:
+        """The snapshot holding ``requirements``, made now unless a run of the same inputs
+        made it before; the function's own sandbox starts from it with its own ``spec``."""
+        # Never from a warm pool: the set-up's sandbox is of the image, not of the snapshot.
+        set_up = OpenSandboxBackend(
+            self.opensandbox_conn_id,
+            **{**self.sandbox_arguments, "warm_pool": None},
+            **self._rendered_arguments(),
+        )
+        snapshot = prepare_snapshot(
+            set_up,
+            set_up_commands(self.requirements, self.pip_args),
+            spec=self.setup_spec,
+            command_timeout=self.command_timeout,
+        )
+        self.log.info(
+            "The function runs in snapshot %s, which holds its requirements: %s.",
+            snapshot,
+            " ".join(self.requirements),
+        )
+        return snapshot
 
     @staticmethod
     def xcom_push(context: Context, key: str, value: Any) -> None:
@@ -149,7 +194,20 @@ def opensandbox_task(
     :param python_callable: The function to run.
     :param python_command: The Python interpreter that runs the function, such as a virtual
         environment's ``/opt/venv/bin/python`` in a prepared snapshot. By default, the first
-        of ``python3`` and ``python`` on the sandbox's ``PATH``.
+        of ``python3`` and ``python`` on the sandbox's ``PATH``, or the environment of
+        ``requirements`` when there are any.
+    :param requirements: Packages the function imports, as pip takes them
+        (``["pandas==2.2.3"]``): installed once into a virtual environment of a prepared
+        snapshot, named for a hash of the image (or ``snapshot``), the requirements,
+        ``pip_args`` and ``setup_spec.env``, and reused by every later run with the same
+        inputs on any worker (see :doc:`/decorator`). The snapshot stays on the server for
+        later runs; delete it with :func:`~opensandbox_provider.sandbox.delete_snapshot`.
+    :param pip_args: Arguments of the ``pip install`` before the requirements, such as
+        ``["--index-url", "https://pypi.internal/simple"]``.
+    :param setup_spec: The spec of the sandbox the requirements are installed in, which needs
+        the network the function's own run may not have: by default open
+        (``SandboxSpec(block_network=False)``); ``SandboxSpec(allow_egress_to=[...])`` names
+        the package index alone. Its ``env`` becomes part of the snapshot: no secrets.
     :param multiple_outputs: Push each key of a returned dict as an XCom of its own.
     """
     return task_decorator_factory(

@@ -6,7 +6,9 @@ import secrets
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
-from airflow.providers.common.compat.sdk import AirflowException, ObjectStoragePath
+from airflow.providers.common.compat.sdk import AirflowException, Asset, ObjectStoragePath
+
+from opensandbox_provider.operators._assets import storage_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -17,11 +19,12 @@ if TYPE_CHECKING:
 def write_files(
     backend: OpenSandboxBackend,
     sandbox: str,
-    files: Mapping[str, str | bytes | ObjectStoragePath],
+    files: Mapping[str, str | bytes | ObjectStoragePath | Asset],
     *,
     max_bytes: int,
 ) -> None:
-    """Write each file, text as UTF-8, an :class:`ObjectStoragePath` by its content."""
+    """Write each file, text as UTF-8, an :class:`ObjectStoragePath` or an asset by its
+    content."""
     for path, source in files.items():
         backend.write_file(sandbox, path, _content(path, source, max_bytes=max_bytes))
 
@@ -29,14 +32,14 @@ def write_files(
 def copy_outputs(
     backend: OpenSandboxBackend,
     sandbox: str,
-    outputs: Mapping[str, str | ObjectStoragePath],
+    outputs: Mapping[str, str | ObjectStoragePath | Asset],
     *,
     max_bytes: int,
 ) -> dict[str, int]:
     """Copy each sandbox path to its target; return the bytes each one took."""
     copied = {}
     for path, target in outputs.items():
-        destination = ObjectStoragePath(target) if isinstance(target, str) else target
+        destination = storage_path(target)
         copied[path] = _copy_into_place(backend, sandbox, path, destination, max_bytes=max_bytes)
     return copied
 
@@ -77,7 +80,11 @@ def _copy_into_place(
     return written
 
 
-def _content(path: str, source: str | bytes | ObjectStoragePath, *, max_bytes: int) -> bytes:
+def _content(
+    path: str, source: str | bytes | ObjectStoragePath | Asset, *, max_bytes: int
+) -> bytes:
+    if isinstance(source, Asset):
+        source = storage_path(source)
     if isinstance(source, ObjectStoragePath):
         with source.open("rb") as stream:
             # One byte past the bound is enough to know it is too large.
@@ -89,8 +96,8 @@ def _content(path: str, source: str | bytes | ObjectStoragePath, *, max_bytes: i
         content, origin = source, "its bytes"
     else:
         raise AirflowException(
-            f"files[{path!r}] is a {type(source).__name__}; give text, bytes or an "
-            "ObjectStoragePath to copy in."
+            f"files[{path!r}] is a {type(source).__name__}; give text, bytes, an "
+            "ObjectStoragePath or an Asset to copy in."
         )
     if len(content) > max_bytes:
         raise AirflowException(

@@ -25,6 +25,7 @@ from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.egress._policy import PolicyUnproven
 from opensandbox_provider.execd._background import output_paths, separated
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
+from opensandbox_provider.operators._assets import add_new, declared_assets, shown
 from opensandbox_provider.operators._files import copy_outputs, write_files
 from opensandbox_provider.operators._result import read_result
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
@@ -35,7 +36,7 @@ from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 if TYPE_CHECKING:
     import jinja2
     from airflow.providers.common.ai.sandbox.base import SandboxExecResult
-    from airflow.providers.common.compat.sdk import Context, ObjectStoragePath
+    from airflow.providers.common.compat.sdk import Asset, Context, ObjectStoragePath
 
     from opensandbox_provider.pool import WarmPool
     from opensandbox_provider.sandbox import HostPath, NamedVolume
@@ -119,10 +120,13 @@ class OpenSandboxOperator(BaseOperator):
         they say otherwise (see :class:`~opensandbox_provider.sandbox.NamedVolume`).
     :param workdir: An absolute path, created with the sandbox, where the command runs and
         relative paths in ``files`` and ``outputs`` resolve. Templated.
-    :param files: Sandbox path to content: text, bytes, or an ``ObjectStoragePath`` whose
-        content is copied in as it is. The paths and the text are templated.
-    :param outputs: Sandbox path to the ``ObjectStoragePath`` (or URL) it is copied to once
-        the command has succeeded. Both sides are templated.
+    :param files: Sandbox path to content: text, bytes, or an ``ObjectStoragePath`` or
+        ``Asset`` whose content is copied in as it is. The paths and the text are templated.
+        Each ``ObjectStoragePath`` or ``Asset`` is declared among the task's ``inlets``.
+    :param outputs: Sandbox path to the ``ObjectStoragePath``, URL or ``Asset`` it is copied
+        to once the command has succeeded. Both sides are templated. Each destination that is
+        not a template is declared among the task's ``outlets``, so a successful task records
+        an event of its asset (see :doc:`/operator`, "Outputs as assets").
     :param xcom_path: A file in the sandbox holding one JSON document, written by the
         command, that the task returns instead of its exit code and stdout.
     :param command_timeout: Seconds the command may run; execd kills it then.
@@ -174,8 +178,8 @@ class OpenSandboxOperator(BaseOperator):
         snapshot: str | None = None,
         volumes: Sequence[NamedVolume | HostPath] | None = None,
         workdir: str | None = None,
-        files: Mapping[str, str | bytes | ObjectStoragePath] | None = None,
-        outputs: Mapping[str, str | ObjectStoragePath] | None = None,
+        files: Mapping[str, str | bytes | ObjectStoragePath | Asset] | None = None,
+        outputs: Mapping[str, str | ObjectStoragePath | Asset] | None = None,
         xcom_path: str | None = None,
         command_timeout: float = 3600.0,
         skip_on_exit_code: int | Iterable[int] | None = 99,
@@ -201,6 +205,13 @@ class OpenSandboxOperator(BaseOperator):
         self.snapshot = snapshot
         self.files = dict(files or {})
         self.outputs = dict(outputs or {})
+        # Declared so that Airflow records an asset event for each output when the task
+        # succeeds, and a Dag scheduled on one runs; text to copy in names no asset.
+        self.outlets = add_new(list(self.outlets), declared_assets(self.outputs.values()))
+        self.inlets = add_new(
+            list(self.inlets),
+            declared_assets(v for v in self.files.values() if not isinstance(v, str | bytes)),
+        )
         self.xcom_path = xcom_path
         self.command_timeout = command_timeout
         self.max_output_bytes = max_output_bytes
@@ -488,7 +499,7 @@ class OpenSandboxOperator(BaseOperator):
         if self.outputs:
             copied = copy_outputs(backend, sandbox, self.outputs, max_bytes=self.max_file_bytes)
             for path, size in copied.items():
-                self.log.info("Copied %s (%d bytes) to %s.", path, size, self.outputs[path])
+                self.log.info("Copied %s (%d bytes) to %s.", path, size, shown(self.outputs[path]))
         if not self.do_xcom_push:
             # Nothing would be pushed, so nothing is read: a missing xcom_path fails no task.
             return None

@@ -118,7 +118,21 @@ def prepare_snapshot(
         base,
         time.monotonic() - started,
     )
-    return ready.id
+    return _one_of_a_name(backend, name, ready.id)
+
+
+def _one_of_a_name(backend: OpenSandboxBackend, name: str, made: str) -> str:
+    """
+    The snapshot every run of these inputs uses: ``made``, unless a run that prepared at the
+    same time made one first; then that one, and ``made`` is deleted, so two workers racing
+    to prepare leave one snapshot between them.
+    """
+    oldest = find_snapshot(backend._lifecycle, name)
+    if oldest is None or oldest == made:
+        return made
+    log.info("Snapshot %s of the same inputs was made first; using it instead.", oldest)
+    delete_snapshot(backend, made)
+    return oldest
 
 
 def find_snapshot(lifecycle: Lifecycle, name: str) -> str | None:

@@ -1,0 +1,74 @@
+"""The operator's Airflow-facing features in one real Airflow (started once for them all):
+``private_env`` masked in the task log the worker wrote, the XCom it pushed and every rendered
+field; an output declared as an asset starting the Dag scheduled on that asset."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from dev.airflow_stack.running import RunningAirflow, trigger, wait_for_dag
+from dev.stack.state import ServerInfo
+from tests.airflow_path.dags import opensandbox_asset_producer as assets
+from tests.airflow_path.dags import opensandbox_private_env as secret_dag
+
+RUN_TIMEOUT = 300.0
+TASK_ID = "print_the_secret"
+
+
+def test_a_secret_the_command_printed_is_masked_in_the_task_log_and_the_xcom(
+    airflow: RunningAirflow, plain_server: ServerInfo
+) -> None:
+    api = airflow.api
+    run_id = trigger(airflow, plain_server, secret_dag.DAG_ID)
+    assert api.wait_for_run(secret_dag.DAG_ID, run_id, timeout=RUN_TIMEOUT) == "success"
+
+    log = json.dumps(api.task_log(secret_dag.DAG_ID, run_id, TASK_ID))
+    # The command saw the value: it printed it, and its length.
+    assert "[sandbox stdout] token: ***" in log
+    assert f"[sandbox stdout] {len(secret_dag.SECRET)}" in log
+    assert secret_dag.SECRET not in log
+    returned = api.return_value(secret_dag.DAG_ID, run_id, TASK_ID)
+    assert returned == {"exit_code": 0, "stdout": f"token: ***\n{len(secret_dag.SECRET)}\n"}
+    rendered = api.task_instances(secret_dag.DAG_ID, run_id)[TASK_ID]["rendered_fields"]
+    assert "command" in rendered and secret_dag.SECRET not in json.dumps(rendered)
+
+
+def test_an_output_declared_as_an_asset_starts_the_dag_scheduled_on_it(
+    airflow: RunningAirflow, plain_server: ServerInfo
+) -> None:
+    api = airflow.api
+    wait_for_dag(api, assets.CONSUMER)
+    api.unpause(assets.CONSUMER)
+    run_id = trigger(airflow, plain_server, assets.PRODUCER)
+    assert api.wait_for_run(assets.PRODUCER, run_id, timeout=RUN_TIMEOUT) == "success"
+
+    consumer_run = _asset_triggered_run(airflow, timeout=RUN_TIMEOUT)
+    assert api.wait_for_run(assets.CONSUMER, consumer_run, timeout=RUN_TIMEOUT) == "success"
+    # Read once the run it started has started: Airflow 3.3's API cannot yet describe an event
+    # whose Dag run has no start date.
+    events = api.asset_events(source_dag_id=assets.PRODUCER, source_run_id=run_id)
+    report = assets.report_path(airflow.site.home.resolve())
+    assert [(event["uri"], event["source_task_id"]) for event in events] == [
+        (f"file://{report}", "write_report")
+    ]
+    assert [run["run_id"] for run in events[0]["created_dagruns"]] == [consumer_run]
+    assert report.read_text() == "letter,count\na,3\n"
+    log = json.dumps(api.task_log(assets.CONSUMER, consumer_run, "read_report"))
+    assert f"{assets.CONSUMED} a,3" in log
+
+
+def _asset_triggered_run(airflow: RunningAirflow, *, timeout: float) -> str:
+    """The consumer's run the asset event started, once the scheduler has made it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = [
+            run["dag_run_id"]
+            for run in airflow.api.dag_runs(assets.CONSUMER)
+            if run["run_type"] == "asset_triggered"
+        ]
+        if runs:
+            assert len(runs) == 1, runs
+            return runs[0]
+        assert time.monotonic() < deadline, "No asset-triggered run of the consumer appeared."
+        time.sleep(1.0)

@@ -1,0 +1,67 @@
+"""``requirements`` of ``@task.opensandbox``: checked when the Dag is parsed, and the set-up
+commands that make their environment."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from airflow.providers.common.ai.sandbox.base import SandboxSpec
+
+from opensandbox_provider.decorators._requirements import (
+    VENV,
+    VENV_PYTHON,
+    checked_requirements,
+    set_up_commands,
+)
+from opensandbox_provider.sandbox._snapshots import snapshot_name
+
+
+def test_the_set_up_makes_a_venv_then_installs_every_requirement_in_one_pip_call() -> None:
+    make, install = set_up_commands(["pandas==2.2.3", "numpy<3"], ["--index-url", "http://x/"])
+    assert make.endswith(f'"$python" -m venv {VENV}')
+    assert shlex.split(install) == [
+        VENV_PYTHON,
+        "-m",
+        "pip",
+        "install",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--no-cache-dir",
+        "--index-url",
+        "http://x/",
+        "pandas==2.2.3",
+        "numpy<3",
+    ]
+
+
+def test_a_requirement_with_shell_characters_stays_one_argument() -> None:
+    _, install = set_up_commands(["numpy<3; rm -rf /"], [])
+    assert shlex.split(install)[-1] == "numpy<3; rm -rf /"
+
+
+def test_a_changed_requirement_or_pip_argument_names_another_snapshot() -> None:
+    def name(requirements: list[str], pip_args: list[str]) -> str:
+        commands = set_up_commands(requirements, pip_args)
+        return snapshot_name(base="image:python:3.12-slim", commands=commands, env={}, workdir=None)
+
+    assert name(["a==1"], []) == name(["a==1"], [])
+    assert len({name(["a==1"], []), name(["a==2"], []), name(["a==1"], ["--pre"])}) == 3
+
+
+@pytest.mark.parametrize(
+    ("requirements", "pip_args", "setup_spec", "message"),
+    [
+        ("pandas", None, None, "lists of strings"),
+        (["pandas"], "--pre", None, "lists of strings"),
+        (["pandas", ""], None, None, "non-empty string"),
+        (None, ["--pre"], None, "give requirements too"),
+        (None, None, SandboxSpec(block_network=False), "give requirements too"),
+        (["pandas"], None, SandboxSpec(owner="someone"), "drop its owner"),
+    ],
+)
+def test_requirements_that_cannot_be_installed_as_given_fail_when_parsed(
+    requirements, pip_args, setup_spec, message
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        checked_requirements(requirements, pip_args, setup_spec)
