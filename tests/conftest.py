@@ -47,8 +47,9 @@ def _keep_the_stacks_named_images() -> None:
 # target, --dist loadgroup) each group runs on one worker, one test at a time, beside the
 # others. The topology and the reliability folder make network namespaces and restart servers
 # of their own; airflow_path shares one Airflow home and its ports; stack looks at the
-# engine's global state; sidebyside times frozen and silent
-# streams against the built-in backend's windows, which a busy neighbour upsets; packaging builds into one dist folder; docs builds one Sphinx tree.
+# engine's global state; sidebyside times frozen and silent streams against the built-in
+# backend's windows, which busy neighbours upset; packaging builds into one dist folder; docs
+# builds one Sphinx tree.
 EXCLUSIVE_GROUPS = {
     "topology": "namespaces",
     "reliability": "namespaces",
