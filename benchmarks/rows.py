@@ -16,7 +16,7 @@ from benchmarks.report import (
     at_most_ratio,
     equals,
 )
-from opensandbox_provider.sandbox._execd import LIVENESS_PROBE_TIMEOUT, STALL_WINDOW
+from opensandbox_provider.execd._execd import LIVENESS_PROBE_TIMEOUT, STALL_WINDOW
 
 # A silent stream is given up after the stall window and an unanswered ping, plus 2 s of slack.
 NOTICED_WITHIN = STALL_WINDOW + LIVENESS_PROBE_TIMEOUT + 2

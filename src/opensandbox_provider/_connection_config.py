@@ -17,7 +17,7 @@ from opensandbox.transport import unwrap_retry_transport
 from pydantic import Field
 
 from opensandbox_provider._reaches import installed_version, warn_moved
-from opensandbox_provider.sandbox._deadline import keep_deadlines
+from opensandbox_provider.execd._deadline import keep_deadlines
 
 # SDK 1.1.1 builds every transport through new_owned_transport; 1.1.0 builds the one a
 # config owns inside with_transport_if_missing and has no such method.
@@ -27,7 +27,7 @@ _SDK_BUILDS_OWNED_TRANSPORTS = hasattr(ConnectionConfigSync, "new_owned_transpor
 class ConnectionConfig(ConnectionConfigSync):
     """
     :class:`ConnectionConfigSync` whose transports also trust ``ca_certificates``, and whose
-    connections keep each call's deadline (see :mod:`.sandbox._deadline`).
+    connections keep each call's deadline (see :mod:`.execd._deadline`).
     """
 
     # PEM text rather than a path: the file is read, and refused with the extra's name,

@@ -10,7 +10,7 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 from opensandbox import SandboxSync
 
-from opensandbox_provider.sandbox import _execd
+from opensandbox_provider.execd import _execd
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from tests.containers import run_frozen
 from tests.markers import NEEDS_STALL_SWITCH

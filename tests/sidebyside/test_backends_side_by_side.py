@@ -28,9 +28,9 @@ from opensandbox import SandboxManagerSync
 
 from dev.stack.resolver import ALLOWED_NAME
 from dev.stack.state import ServerInfo
+from opensandbox_provider.execd._execd import LIVENESS_PROBE_TIMEOUT, STALL_WINDOW
+from opensandbox_provider.execd._recovery import EXECD_UNREACHABLE_BOUND
 from opensandbox_provider.sandbox import OpenSandboxBackend
-from opensandbox_provider.sandbox._execd import LIVENESS_PROBE_TIMEOUT, STALL_WINDOW
-from opensandbox_provider.sandbox._recovery import EXECD_UNREACHABLE_BOUND
 from tests.containers import run_frozen
 from tests.markers import NEEDS_STALL_SWITCH
 

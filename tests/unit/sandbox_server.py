@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from opensandbox import SandboxSync
 
 from opensandbox_provider._connection_config import ConnectionConfig
-from opensandbox_provider.sandbox._http import SandboxHttp
+from opensandbox_provider.execd._http import SandboxHttp
 
 # An answer that never comes: the request is held until the server stops.
 SILENT = "silent"

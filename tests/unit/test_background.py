@@ -13,7 +13,7 @@ import httpx
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxError
 
-from opensandbox_provider.sandbox._background import BackgroundCommand, output_paths, separated
+from opensandbox_provider.execd._background import BackgroundCommand, output_paths, separated
 
 OUTPUT = b"line 1\nline 2\nline 3\n"
 

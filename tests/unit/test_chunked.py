@@ -7,7 +7,7 @@ import random
 import httpx
 import pytest
 
-from opensandbox_provider.sandbox._chunked import MAX_SIZE_LINE, ChunkedDecoder
+from opensandbox_provider.execd._chunked import MAX_SIZE_LINE, ChunkedDecoder
 
 
 def chunked(chunks: list[bytes], *, size_line=lambda size: b"%x" % size, trailer=b"") -> bytes:

@@ -18,10 +18,10 @@ from airflow.providers.common.ai.sandbox.base import SandboxError
 from opensandbox import SandboxSync
 
 from opensandbox_provider._connection_config import ConnectionConfig
-from opensandbox_provider.sandbox import _execd, _http
-from opensandbox_provider.sandbox._deadline import Deadline, keep_deadlines
-from opensandbox_provider.sandbox._execd import Execd, StreamWindows
-from opensandbox_provider.sandbox._http import SandboxHttp
+from opensandbox_provider.execd import _execd, _http
+from opensandbox_provider.execd._deadline import Deadline, keep_deadlines
+from opensandbox_provider.execd._execd import Execd, StreamWindows
+from opensandbox_provider.execd._http import SandboxHttp
 from tests.unit.execd_wire import complete
 
 # One byte this often: far inside the per-read timeout below, so only a deadline ends a call.

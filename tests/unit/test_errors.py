@@ -20,8 +20,8 @@ from opensandbox.exceptions import (
     SandboxError as SdkError,
 )
 
+from opensandbox_provider._errors import as_sandbox_errors, to_sandbox_error
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
-from opensandbox_provider.sandbox._errors import as_sandbox_errors, to_sandbox_error
 
 
 def api_error(

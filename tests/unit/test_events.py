@@ -11,8 +11,8 @@ from types import FrameType
 
 import pytest
 
-from opensandbox_provider.sandbox import _events
-from opensandbox_provider.sandbox._events import MAX_WHOLE_FRAME, BoundedTail, EventParser
+from opensandbox_provider.execd import _events
+from opensandbox_provider.execd._events import MAX_WHOLE_FRAME, BoundedTail, EventParser
 from tests.unit.execd_wire import complete, failed, frame
 
 

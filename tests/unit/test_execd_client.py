@@ -16,9 +16,9 @@ from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTermin
 from opensandbox import SandboxSync
 from opensandbox.config.connection_sync import ConnectionConfigSync
 
-from opensandbox_provider.sandbox._deadline import Deadline
-from opensandbox_provider.sandbox._execd import Entry, Execd, FileInfo, NoSuchPath
-from opensandbox_provider.sandbox._http import SandboxHttp
+from opensandbox_provider.execd._deadline import Deadline
+from opensandbox_provider.execd._execd import Entry, Execd, FileInfo, NoSuchPath
+from opensandbox_provider.execd._http import SandboxHttp
 from tests.unit.execd_wire import failed, frame
 
 Answer = Callable[[httpx.Request], httpx.Response]

@@ -71,8 +71,9 @@ def test_the_check_finds_a_private_import_wherever_it_is_written(source: str) ->
     "source",
     [
         "from __future__ import annotations",
-        "from opensandbox_provider.sandbox._events import EventParser",
-        "from opensandbox_provider.sandbox import _policy, _tags",
+        "from opensandbox_provider.execd._events import EventParser",
+        "from opensandbox_provider.egress import _policy",
+        "from opensandbox_provider.sandbox import _pause, _tags",
         "import opensandbox_provider._sdk",
         "from . import _tags",
         "from opensandbox import __version__",

@@ -172,3 +172,58 @@ def test_a_sandbox_renewed_a_moment_ago_is_held_without_renewing_it_again_first(
     finally:
         leases.drop("drawn")
     wait_until_no_thread("drawn")
+
+
+# Long enough that no renewal comes from the thread while a test below runs: each count is
+# the hold's and the closing renewal's alone.
+LONG_LEASE = 3600.0
+
+
+def test_a_release_of_a_held_sandbox_owes_one_closing_renewal(leases, renewals) -> None:
+    leases.hold("sbx", lease=LONG_LEASE)
+    leases.release("sbx")
+    assert leases.held() == frozenset()
+    wait_until_no_thread("sbx")
+    assert renewals.count("sbx") == 1
+
+    assert leases.close("sbx") is True
+    assert renewals.count("sbx") == 2
+    # Made once: closing again renews nothing.
+    assert leases.close("sbx") is True
+    assert renewals.count("sbx") == 2
+
+
+def test_a_sandbox_never_held_is_owed_no_closing_renewal(leases, renewals) -> None:
+    leases.release("sbx")
+    assert leases.close("sbx") is True
+    assert renewals.calls == []
+
+
+def test_a_closing_renewal_that_fails_is_owed_still_to_the_retry(leases, renewals) -> None:
+    leases.hold("sbx", lease=LONG_LEASE)
+    leases.release("sbx")
+    renewals.failure = RuntimeError("server restarting")
+    with pytest.raises(RuntimeError):
+        leases.close("sbx")
+    # The retry of the release finds the lease dropped, and the debt still there.
+    renewals.failure = None
+    leases.release("sbx")
+    assert leases.close("sbx") is True
+    assert renewals.count("sbx") == 3
+
+
+def test_a_closing_renewal_says_the_sandbox_is_gone(leases, renewals, caplog) -> None:
+    leases.hold("sbx", lease=LONG_LEASE)
+    leases.release("sbx")
+    renewals.gone = True
+    with caplog.at_level("INFO", logger="opensandbox_provider"):
+        assert leases.close("sbx") is False
+    assert "Sandbox sbx ended before it was released." in caplog.messages
+
+
+def test_a_forgiven_release_owes_nothing(leases, renewals) -> None:
+    leases.hold("sbx", lease=LONG_LEASE)
+    leases.release("sbx")
+    leases.forgive("sbx")
+    assert leases.close("sbx") is True
+    assert renewals.count("sbx") == 1

@@ -7,9 +7,9 @@ import json
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException
 
+from opensandbox_provider.egress._policy import PolicyUnproven
 from opensandbox_provider.operators import opensandbox as operator_module
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
-from opensandbox_provider.sandbox._policy import PolicyUnproven
 
 UNPROVEN = (
     "Sandbox sbx could not be shown to enforce the network policy it was created with, so it "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from opensandbox_provider.sandbox._events import Ending, EventParser
+from opensandbox_provider.execd._events import Ending, EventParser
 from opensandbox_provider.sandbox._outcome import (
     StreamedCommand,
     command_result,

@@ -21,7 +21,7 @@ LIMIT = 64 * 1024 * 1024
 CHILD = textwrap.dedent(
     """
     import sys
-    from opensandbox_provider.sandbox._events import EventParser
+    from opensandbox_provider.execd._events import EventParser
     from tests.peak_memory import peak_rss_delta, report
     from tests.unit.execd_wire import complete, frame
 

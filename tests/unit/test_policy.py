@@ -7,7 +7,7 @@ import re
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
-from opensandbox_provider.sandbox._policy import describe, enforcement_problem, network_policy
+from opensandbox_provider.egress._policy import describe, enforcement_problem, network_policy
 
 
 def targets(spec: SandboxSpec) -> list[str]:

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
-from opensandbox_provider.sandbox import _policy
-from opensandbox_provider.sandbox._policy import PolicyUnproven, network_policy, unenforced
+from opensandbox_provider.egress import _policy
+from opensandbox_provider.egress._policy import PolicyUnproven, network_policy, unenforced
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from tests.unit.sandbox_server import SILENT, Scripted, sandbox_services
 from tests.unit.test_policy import sidecar_answer

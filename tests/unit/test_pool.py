@@ -18,7 +18,7 @@ from opensandbox_provider.pool.__main__ import load, main
 from opensandbox_provider.pool._definition import FINGERPRINT_KEY, POOL_KEY, CreationArguments
 from opensandbox_provider.pool._store import state_store
 from opensandbox_provider.sandbox import HostPath, NamedVolume, OpenSandboxBackend, _pool
-from opensandbox_provider.sandbox.backend import _pool_arguments
+from opensandbox_provider.sandbox._creation import pool_arguments
 
 STORE = "redis://localhost:6379/0"
 OPEN = SandboxSpec(block_network=False)
@@ -90,7 +90,7 @@ def test_a_backend_with_the_pools_arguments_wants_what_the_pool_holds() -> None:
         "py", 1, STORE, cpu="500m", spec=SandboxSpec(allow_egress_to=["packages.example.internal"])
     )
     backend = OpenSandboxBackend(cpu="500m", warm_pool=pool)
-    wanted = _pool_arguments(backend, SandboxSpec(allow_egress_to=["packages.example.internal"]))
+    wanted = pool_arguments(backend, SandboxSpec(allow_egress_to=["packages.example.internal"]))
     assert wanted.fingerprint() == pool.creation.fingerprint()
 
 

@@ -16,8 +16,8 @@ from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
 from opensandbox_provider import _reaches
 from opensandbox_provider._connection_config import ConnectionConfig, _ssl_context_of
-from opensandbox_provider.sandbox import _http
-from opensandbox_provider.sandbox._errors import api_exception, to_sandbox_error
+from opensandbox_provider._errors import api_exception, to_sandbox_error
+from opensandbox_provider.execd import _http
 
 SDK_VERSION = _reaches.installed_version("opensandbox")
 HTTPCORE_VERSION = _reaches.installed_version("httpcore")

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from opensandbox_provider.sandbox._errors import _sdk_exception, api_exception
+from opensandbox_provider._errors import _sdk_exception, api_exception
 
 REQUEST = httpx.Request("GET", "http://sandbox.test/files/info")
 
@@ -27,7 +27,7 @@ def sdk_private(module: str, name: str) -> Callable[..., Any]:
         found = None
     if found is None:
         pytest.fail(
-            f"The SDK no longer has {module}.{name}, which opensandbox_provider.sandbox._errors "
+            f"The SDK no longer has {module}.{name}, which opensandbox_provider._errors "
             "restates: compare ours with what the SDK does now, then point this test at it.",
             pytrace=False,
         )

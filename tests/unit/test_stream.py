@@ -16,9 +16,9 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.exceptions import SandboxApiException
 from opensandbox.models.sandboxes import SandboxEndpoint
 
-from opensandbox_provider.sandbox import _deadline, _execd, _http, _recovery
-from opensandbox_provider.sandbox._execd import Execd, StreamWindows
-from opensandbox_provider.sandbox._http import SandboxHttp
+from opensandbox_provider.execd import _deadline, _execd, _http, _recovery
+from opensandbox_provider.execd._execd import Execd, StreamWindows
+from opensandbox_provider.execd._http import SandboxHttp
 from tests.unit.execd_wire import complete, frame
 
 # How long a scripted execd holds a connection open that the reader should have left.

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from opensandbox_provider.sandbox._background import BackgroundCommand
+from opensandbox_provider.execd._background import BackgroundCommand
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 from tests.unit.loopback_http import answering_every_get
 from tests.unit.tls import make_authority

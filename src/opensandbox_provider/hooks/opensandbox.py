@@ -153,8 +153,8 @@ class OpenSandboxHook(BaseHook):
         ``created_by_provider`` keeps to sandboxes this provider created, and ``states`` to
         sandboxes in those lifecycle states (``"Running"``, ``"Paused"``, ...).
         """
+        from opensandbox_provider._errors import as_sandbox_errors
         from opensandbox_provider.hooks._sandboxes import SandboxQuery, list_sandboxes
-        from opensandbox_provider.sandbox._errors import as_sandbox_errors
 
         query = SandboxQuery(
             dag_id=dag_id,
@@ -172,14 +172,14 @@ class OpenSandboxHook(BaseHook):
 
     def kill_sandbox(self, sandbox_id: str) -> bool:
         """End ``sandbox_id`` now; ``False`` when the server no longer had it."""
-        from opensandbox_provider.sandbox._errors import as_sandbox_errors, done_unless_missing
+        from opensandbox_provider._errors import as_sandbox_errors, done_unless_missing
 
         with as_sandbox_errors(f"kill sandbox {sandbox_id}"), self._manager() as manager:
             return done_unless_missing(lambda: manager.kill_sandbox(sandbox_id))
 
     def renew_sandbox(self, sandbox_id: str, seconds: float) -> datetime:
         """Move the expiry of ``sandbox_id`` to ``seconds`` from now; return the new expiry."""
-        from opensandbox_provider.sandbox._errors import as_sandbox_errors
+        from opensandbox_provider._errors import as_sandbox_errors
 
         if not (math.isfinite(seconds) and seconds > 0):
             raise ValueError(f"seconds is {seconds!r}; give a positive number of seconds.")

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
-from opensandbox_provider.sandbox import _arguments, _policy, _tags, _volumes
+from opensandbox_provider.egress import _policy
+from opensandbox_provider.sandbox import _arguments, _tags, _volumes
 
 if TYPE_CHECKING:
     from opensandbox.models.sandboxes import NetworkPolicy

@@ -14,10 +14,10 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, cast
 
+from opensandbox_provider._errors import status_of, transport_errors
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.pool._store import state_store
 from opensandbox_provider.sandbox import _volumes
-from opensandbox_provider.sandbox._errors import status_of, transport_errors
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync

@@ -19,9 +19,9 @@ from airflow.providers.common.ai.sandbox.base import (
     SandboxTerminalError,
 )
 
-from opensandbox_provider.sandbox._deadline import Deadline
-from opensandbox_provider.sandbox._errors import to_sandbox_error
-from opensandbox_provider.sandbox._execd import CutShort, Entry, FileInfo, NoSuchPath
+from opensandbox_provider._errors import to_sandbox_error
+from opensandbox_provider.execd._deadline import Deadline
+from opensandbox_provider.execd._execd import CutShort, Entry, FileInfo, NoSuchPath
 from opensandbox_provider.sandbox._limits import (
     MIN_EXPORT_ALLOWANCE,
     check_export_deadline,

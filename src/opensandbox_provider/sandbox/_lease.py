@@ -43,6 +43,8 @@ class Leases:
     def __init__(self, renew: Callable[[str], bool]) -> None:
         self._renew = renew
         self._held: dict[str, threading.Event] = {}
+        # Sandboxes released while held whose closing renewal has not been made yet.
+        self._owed: set[str] = set()
         self._lock = threading.Lock()
 
     def hold(self, sandbox: str, *, lease: float, renewed: bool = False) -> None:
@@ -79,6 +81,37 @@ class Leases:
             stop = self._held.pop(sandbox, None)
         if stop is not None:
             stop.set()
+
+    def release(self, sandbox: str) -> None:
+        """
+        Stop renewing ``sandbox``, owing it one closing renewal if it was held, which
+        :meth:`close` makes. The debt outlives the renewals: a release that failed is retried,
+        and the retry finds the sandbox no longer held.
+        """
+        with self._lock:
+            if sandbox in self._held:
+                self._owed.add(sandbox)
+        self.drop(sandbox)
+
+    def forgive(self, sandbox: str) -> None:
+        """Owe ``sandbox`` nothing: its release failed for good, so nothing collects it."""
+        with self._lock:
+            self._owed.discard(sandbox)
+
+    def close(self, sandbox: str) -> bool:
+        """
+        Make the closing renewal ``sandbox`` is owed, if any, so that the task that collects
+        its files finds a whole lease; ``False`` if it turned out to be gone.
+        """
+        with self._lock:
+            if sandbox not in self._owed:
+                return True
+        alive = self._renew(sandbox)
+        if not alive:
+            log.info("Sandbox %s ended before it was released.", sandbox)
+        # Only once made: a renewal that raised is owed still, to the release's retry.
+        self.forgive(sandbox)
+        return alive
 
     def held(self) -> frozenset[str]:
         """The sandboxes being renewed right now."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from contextlib import contextmanager
@@ -10,16 +11,24 @@ from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError, is_sandbox_handle
 
+from opensandbox_provider._errors import (
+    api_exceptions,
+    as_sandbox_errors,
+    done_unless_missing,
+    status_of,
+)
 from opensandbox_provider.sandbox import _tags
-from opensandbox_provider.sandbox._errors import api_exceptions, as_sandbox_errors, status_of
 from opensandbox_provider.sandbox._record import seconds_left
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from opensandbox import SandboxSync
     from opensandbox.config.connection_sync import ConnectionConfigSync
     from opensandbox.models.sandboxes import SandboxInfo
     from opensandbox.sync.manager import SandboxManagerSync
+
+log = logging.getLogger(__name__)
 
 # Lifecycle states from which a sandbox never runs another command.
 ENDED_STATES = frozenset({"Stopping", "Terminated", "Failed"})
@@ -74,6 +83,11 @@ class Lifecycle:
                 raise
         return True
 
+    def kill(self, sandbox: str) -> None:
+        """Destroy ``sandbox`` by handle alone, whatever its state: unhealthy or paused too."""
+        with self.call(f"destroy sandbox {sandbox}") as lifecycle:
+            kill(lambda: lifecycle.kill_sandbox(sandbox), sandbox)
+
     def _api(self) -> SandboxManagerSync:
         with self._lock:
             if self._client is None:
@@ -85,3 +99,24 @@ class Lifecycle:
                 weakref.finalize(self, client.close)
                 self._client = client
             return self._client
+
+
+def kill(kill: Callable[[], None], sandbox: str) -> None:
+    """Run ``kill``: a sandbox the server no longer has is as destroyed as one it ends now."""
+    if done_unless_missing(kill):
+        log.info("Destroyed sandbox %s.", sandbox)
+    else:
+        log.info("Sandbox %s was already gone.", sandbox)
+
+
+def gone(sdk: SandboxSync) -> bool:
+    """Whether the sandbox no longer exists or can no longer run; a failure to ask raises."""
+    with as_sandbox_errors(f"check on sandbox {sdk.id}"):
+        try:
+            info = sdk.get_info()
+        except api_exceptions() as e:
+            if status_of(e) == 404:
+                return True
+            raise
+    # A container killed from outside is still listed, as Failed, until it is destroyed.
+    return info.status.state in ENDED_STATES

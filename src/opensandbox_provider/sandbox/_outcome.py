@@ -10,11 +10,9 @@ from the event, the clock, and whether the stream was given up on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from airflow.providers.common.ai.sandbox.base import SandboxExecResult
 
-from opensandbox_provider.sandbox._events import BoundedTail, Ending, EventParser
+from opensandbox_provider.execd._events import BoundedTail, StreamedCommand
 
 # Commands are quoted in the task log up to this length.
 _LOGGED_COMMAND = 120
@@ -39,27 +37,6 @@ def killed_at_deadline(exit_code: int | None, how: str, ran_for: float, deadline
     if exit_code != -1 or (how and _KILLED not in how):
         return False
     return ran_for >= deadline - DEADLINE_TOLERANCE
-
-
-@dataclass(frozen=True)
-class StreamedCommand:
-    """
-    What the event stream of one command said.
-
-    ``abandoned`` says, as a clause for a sentence, why the stream was given up on before it
-    ended: no byte for the stall window, or still open past the budget's backstop.
-    ``None`` when it ended by itself, with ``ending`` holding the terminal event, if any.
-    ``broke`` says why a stream broke whose command's end was then read from execd's status
-    instead, with ``ending`` made from that status (see :mod:`._recovery`).
-    """
-
-    parser: EventParser
-    abandoned: str | None
-    broke: str | None = None
-
-    @property
-    def ending(self) -> Ending | None:
-        return self.parser.ending
 
 
 def command_result(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from opensandbox_provider.sandbox._errors import api_exceptions, status_of
+from opensandbox_provider._errors import api_exceptions, status_of
 
 if TYPE_CHECKING:
     from opensandbox.models.sandboxes import SandboxInfo

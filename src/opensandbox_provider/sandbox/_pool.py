@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
-from opensandbox_provider.sandbox._errors import (
+from opensandbox_provider._errors import (
     api_exceptions,
     as_sandbox_errors,
     done_unless_missing,

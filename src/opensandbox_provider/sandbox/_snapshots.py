@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
-from opensandbox_provider.sandbox._errors import done_unless_missing
+from opensandbox_provider._errors import done_unless_missing
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
-from opensandbox_provider.sandbox._errors import status_of, to_sandbox_error
+from opensandbox_provider._errors import status_of, to_sandbox_error
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

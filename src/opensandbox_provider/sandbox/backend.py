@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
 from dataclasses import replace
-from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -21,23 +22,26 @@ from airflow.providers.common.ai.sandbox.base import (
     is_sandbox_handle,
 )
 
+from opensandbox_provider._errors import as_sandbox_errors, sdk_exceptions, status_of
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
+from opensandbox_provider.egress import _policy
+from opensandbox_provider.execd._execd import EXECD_PORT
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.sandbox import _arguments, _pause, _policy, _pool, _tags, _volumes
-from opensandbox_provider.sandbox._errors import (
-    api_exceptions,
-    as_sandbox_errors,
-    done_unless_missing,
-    sdk_exceptions,
-    status_of,
+from opensandbox_provider.sandbox import _arguments, _lifecycle, _pause, _pool, _tags, _volumes
+from opensandbox_provider.sandbox._abandoned import Abandoned
+from opensandbox_provider.sandbox._creation import (
+    connect,
+    create_cold,
+    pool_arguments,
+    wait_until_ready,
 )
-from opensandbox_provider.sandbox._execd import EXECD_PORT
 from opensandbox_provider.sandbox._files import SandboxFiles
 from opensandbox_provider.sandbox._identity import current_identity
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
 from opensandbox_provider.sandbox._limits import byte_budget, validate_positive_finite
 from opensandbox_provider.sandbox._outcome import command_result, log_line, replaced_result
+from opensandbox_provider.sandbox._policy_proof import recheck
 from opensandbox_provider.sandbox._record import SandboxRecord
 
 if TYPE_CHECKING:
@@ -45,12 +49,10 @@ if TYPE_CHECKING:
     from typing import BinaryIO
 
     from airflow.providers.common.ai.sandbox.base import AttachedSandbox, SandboxSpec
-    from opensandbox import SandboxSync
     from opensandbox.config.connection_sync import ConnectionConfigSync
-    from opensandbox.models.sandboxes import NetworkPolicy, SandboxInfo
+    from opensandbox.models.sandboxes import SandboxInfo
 
     from opensandbox_provider.pool import WarmPool
-    from opensandbox_provider.pool._definition import CreationArguments
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +82,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     only when execd answers no ping either), has the command's end read from execd's status;
     a sandbox that cannot say how its command ended, or whose stream is still open
     ``BACKSTOP_GRACE`` seconds past the deadline, is destroyed to end it
-    (:mod:`~opensandbox_provider.sandbox._execd`). execd enforces each command's deadline
+    (:mod:`~opensandbox_provider.execd._execd`). execd enforces each command's deadline
     itself, so a command out of time is killed and the sandbox and its files stay.
 
     A sandbox's server-side lifetime is a lease: while something holds it (the toolset
@@ -171,9 +173,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self._sandboxes: dict[str, SandboxRecord] = {}
         # Sandboxes this backend destroyed to end a command: a call on one made at the same
         # time as that command is told the sandbox was replaced, as that command's call is.
-        self._abandoned: set[str] = set()
-        # Sandboxes released whose closing renewal has not been made yet.
-        self._unrenewed: set[str] = set()
+        self._abandoned = Abandoned()
         self._lock = threading.Lock()
         self._leases = Leases(self.renew)
         # The server's lifecycle API, one client for every call this backend makes to it.
@@ -183,24 +183,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # Airflow 3.0 deep-copies a task before it runs it, its toolsets' backend included.
         # A lock cannot be copied, and the sandboxes an instance tracks are its own: the
         # copy is a fresh backend with the same settings, as the Dag file would make it.
-        return type(self)(
-            self.opensandbox_conn_id,
-            image=self.image,
-            cpu=self.cpu,
-            memory=self.memory,
-            sandbox_timeout=self.sandbox_timeout,
-            ready_timeout=self.ready_timeout,
-            use_server_proxy=self.use_server_proxy,
-            workdir=self.workdir,
-            snapshot=self.snapshot,
-            volumes=self.volumes,
-            pause_when_released=self.pause_when_released,
-            warm_pool=self.warm_pool,
-        )
+        # Each keyword argument is kept as the attribute of its name, as __init__ took it.
+        made_with = inspect.signature(OpenSandboxBackend.__init__).parameters.values()
+        settings = {p.name: getattr(self, p.name) for p in made_with if p.kind is p.KEYWORD_ONLY}
+        return type(self)(self.opensandbox_conn_id, **settings)
 
-    # ------------------------------------------------------------------
-    # Configure
-    # ------------------------------------------------------------------
+    # --- Configure ---
 
     def _connection_config(self) -> ConnectionConfigSync:
         """The SDK's config for the server, read from the connection on first use."""
@@ -213,9 +201,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         except (InvalidConnectionError, OpenSandboxNotInstalled) as e:
             raise SandboxTerminalError(str(e)) from e
 
-    # ------------------------------------------------------------------
-    # Create
-    # ------------------------------------------------------------------
+    # --- Create ---
 
     def create(self, *, spec: SandboxSpec | None = None) -> str:
         policy = _policy.network_policy(spec)
@@ -232,7 +218,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if self.warm_pool is not None:
             sdk = _pool.draw(
                 self.warm_pool,
-                wanted=_pool_arguments(self, spec),
+                wanted=pool_arguments(self, spec),
                 conn_id=self.opensandbox_conn_id,
                 lifecycle=self._lifecycle,
                 config=config,
@@ -242,7 +228,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             )
         drawn = self.warm_pool if sdk is not None else None
         if sdk is None:
-            sdk = self._create_cold(env, metadata, policy, config)
+            sdk = create_cold(self, env, metadata, policy, config)
         record = SandboxRecord(
             sdk,
             expires_at=started + self.sandbox_timeout,
@@ -261,7 +247,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             time.monotonic() - started,
         )
         try:
-            waited = self._wait_until_ready(record, deadline=time.monotonic() + self.ready_timeout)
+            waited = wait_until_ready(record, ready_timeout=self.ready_timeout)
             if policy is not None:
                 _policy.require_enforced(record.http, policy, sandbox=sdk.id)
                 record.proven_policy = policy
@@ -284,52 +270,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         )
         return sdk.id
 
-    def _create_cold(
-        self,
-        env: dict[str, str] | None,
-        metadata: dict[str, str],
-        policy: NetworkPolicy | None,
-        config: ConnectionConfigSync,
-    ) -> SandboxSync:
-        """A new sandbox from the server, made with this backend's arguments and the spec's."""
-        with as_sandbox_errors("create a sandbox", terminal=True):
-            from opensandbox import SandboxSync
-
-            try:
-                sdk = SandboxSync.create(
-                    None if self.snapshot else self.image,
-                    snapshot_id=self.snapshot,
-                    timeout=timedelta(seconds=self.sandbox_timeout),
-                    ready_timeout=timedelta(seconds=self.ready_timeout),
-                    env=env,
-                    metadata=metadata,
-                    resource={"cpu": self.cpu, "memory": self.memory},
-                    network_policy=policy,
-                    volumes=_volumes.sdk_volumes(self.volumes),
-                    connection_config=config,
-                    # Readiness is polled below, without the SDK's backoff on the first miss.
-                    skip_health_check=True,
-                )
-            except api_exceptions() as e:
-                refused = _volumes.explain_refusal(e, self.volumes)
-                raise (refused or _policy.explain_refusal(e, policy)) from e
-        return sdk
-
-    def _wait_until_ready(self, record: SandboxRecord, *, deadline: float) -> float:
-        """Ask execd whether it is up until it answers; return how long that took."""
-        with as_sandbox_errors(f"reach sandbox {record.sdk.id}", terminal=True):
-            waited = record.execd.wait_until_answering(deadline)
-        if waited is None:
-            raise SandboxTerminalError(
-                f"Sandbox {record.sdk.id} did not become ready within "
-                f"{self.ready_timeout:g}s, so it was destroyed. Check that the image "
-                "starts on the OpenSandbox server, or raise ready_timeout."
-            )
-        return waited
-
-    # ------------------------------------------------------------------
-    # Reconnect
-    # ------------------------------------------------------------------
+    # --- Reconnect ---
 
     def _sandbox(self, handle: str) -> SandboxRecord:
         """The sandbox behind ``handle``, reconnecting to one this process has not seen."""
@@ -340,19 +281,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if not is_sandbox_handle(handle):
             raise SandboxTerminalError(f"{handle!r} is not a sandbox handle.")
         config = self._connection_config()
-        doing = f"reconnect to sandbox {handle}"
-        info = self._info(handle, doing=doing)
+        info = self._info(handle, doing=f"reconnect to sandbox {handle}")
         # Endpoints are resolved after the resume: a runtime may move them across a pause.
         resumed = _pause.resume(self._lifecycle, handle) if _pause.is_paused(info) else None
-        with as_sandbox_errors(doing):
-            from opensandbox import SandboxSync
-
-            sdk = SandboxSync.connect(
-                handle,
-                connection_config=config,
-                connect_timeout=timedelta(seconds=self.ready_timeout),
-                skip_health_check=True,
-            )
+        sdk = connect(handle, config=config, ready_timeout=self.ready_timeout)
         record = SandboxRecord.reconnected(
             sdk, info, lease=self.sandbox_timeout, workdir=self.workdir
         )
@@ -388,20 +320,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         )
 
     def _gone(self, record: SandboxRecord) -> bool:
-        """Whether the sandbox no longer exists or can no longer run; a failure to ask raises."""
-        with as_sandbox_errors(f"check on sandbox {record.sdk.id}"):
-            try:
-                info = record.sdk.get_info()
-            except api_exceptions() as e:
-                if status_of(e) == 404:
-                    return True
-                raise
-        # A container killed from outside is still listed, as Failed, until it is destroyed.
-        return info.status.state in ENDED_STATES
+        return _lifecycle.gone(record.sdk)
 
-    # ------------------------------------------------------------------
-    # Run a command
-    # ------------------------------------------------------------------
+    # --- Run a command ---
 
     def run_command(
         self,
@@ -418,11 +339,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         ``on_output``, which the toolset never passes, is handed ``"stdout"`` or ``"stderr"``
         and each piece of output as it arrives, whole lines, so an operator can log them live.
         """
+        # Arguments first: a bad one fails the same way whatever the sandbox's state.
+        _check_command(command, timeout)
         max_output_bytes = byte_budget(max_output_bytes, "max_output_bytes")
-        if self._was_abandoned(sandbox):
+        if sandbox in self._abandoned:
             return replaced_result(sandbox)
         # Reconnecting happens before the clock starts: it is not the command's time.
-        record, timeout_ms = self._command_slot(sandbox, command, timeout)
+        record, timeout_ms = self._command_slot(sandbox, timeout)
         applied = timeout_ms / 1000
         started = time.monotonic()
         # What Execd.run lets through: the SDK's exception for an error answer, and httpx's.
@@ -441,7 +364,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 # A transport error may be the sandbox ending under the command; the server
                 # knows.
                 if status_of(e) is None and self._gone(record):
-                    return self._ended_under_command(record, e)
+                    return self._abandoned.ended_under_command(record.sdk.id, e)
                 raise
         elapsed = time.monotonic() - started
         if streamed.abandoned is not None:
@@ -450,13 +373,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 sandbox,
                 streamed.abandoned,
             )
-            with self._lock:
-                self._abandoned.add(sandbox)
+            self._abandoned.add(sandbox)
             self._destroy_quietly(sandbox, after="abandoning its command")
         elif streamed.ending is None and self._gone(record):
             # Through the server's proxy a sandbox that dies mid-command looks like a stream
             # that simply ended; only the server can tell, and a dead sandbox is terminal.
-            return self._ended_under_command(record, None)
+            return self._abandoned.ended_under_command(record.sdk.id, None)
         result = command_result(streamed, elapsed=elapsed, applied=applied, requested=timeout)
         if streamed.abandoned is None:
             line = log_line(command, streamed, result, elapsed=elapsed, applied=applied)
@@ -471,7 +393,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         execd still kills it ``timeout`` seconds after it starts; its output and its end are
         read by id (docs/execd-wire.rst, wire-status, wire-logs).
         """
-        record, timeout_ms = self._command_slot(sandbox, command, timeout)
+        _check_command(command, timeout)
+        record, timeout_ms = self._command_slot(sandbox, timeout)
         with as_sandbox_errors(f"start a command in sandbox {record.sdk.id}"):
             command_id = record.execd.start(command, timeout_ms=timeout_ms, cwd=record.workdir)
         log.info("Sandbox %s: started %r in the background as %s.", sandbox, command, command_id)
@@ -481,13 +404,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         """Where the sandbox's execd answers, and the headers a request to it needs."""
         return self._sandbox(sandbox).http.target(EXECD_PORT, "")
 
-    def _command_slot(
-        self, sandbox: str, command: str, timeout: float
-    ) -> tuple[SandboxRecord, int]:
-        """The sandbox to run ``command`` in, and its deadline in milliseconds."""
-        validate_positive_finite(timeout, "timeout")
-        if not command.strip():
-            raise SandboxError("The command is empty; give a shell command to run.")
+    def _command_slot(self, sandbox: str, timeout: float) -> tuple[SandboxRecord, int]:
+        """The sandbox to run a command in, and the command's deadline in milliseconds."""
         record = self._sandbox(sandbox)
         return record, max(1, round(record.fit_to_lifetime(timeout) * 1000))
 
@@ -507,52 +425,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self._recheck_policy(record, after=f"after its command ({after})")
 
     def _recheck_policy(self, record: SandboxRecord, *, after: str) -> None:
-        """
-        Destroy the sandbox, raising :class:`~._policy.PolicyUnproven`, if its sidecar no longer
-        enforces the policy proven at create or cannot be shown to; ``after`` says when it was
-        found, such as "after it was resumed".
-        """
-        # The guest shares the sidecar's network namespace, and a server configured without
-        # an egress token lets it rewrite the policy; so does anyone holding the sandbox's
-        # endpoint. One small read after each command catches it before the next one runs.
-        if record.proven_policy is None:
-            return
-        problem = _policy.unenforced(record.http, record.proven_policy)
-        if problem is None:
-            return
-        sandbox = record.sdk.id
-        found = (
-            "no longer enforces the network policy it was created with"
-            if problem.answered
-            else "could not be shown to enforce the network policy it was created with"
-        )
-        log.warning("Sandbox %s %s %s; destroying it.", sandbox, found, after)
-        self._destroy_quietly(sandbox, after="its network policy could not be proven")
-        raise _policy.PolicyUnproven(
-            f"Sandbox {sandbox} {found}, so it was destroyed {after}: {problem.why}"
-        )
+        destroy = partial(self._destroy_quietly, after="its network policy could not be proven")
+        recheck(record, after=after, destroy=destroy)
 
-    def _was_abandoned(self, sandbox: str) -> bool:
-        with self._lock:
-            return sandbox in self._abandoned
-
-    def _ended_under_command(
-        self, record: SandboxRecord, cause: BaseException | None
-    ) -> SandboxExecResult:
-        """
-        What a command whose sandbox ended under it returns: a replaced sandbox when this
-        backend destroyed it to end another command, else the terminal error.
-        """
-        if self._was_abandoned(record.sdk.id):
-            return replaced_result(record.sdk.id)
-        raise SandboxTerminalError(
-            f"Sandbox {record.sdk.id} ended while the command ran: it was destroyed, killed or "
-            "reached the end of its lifetime on the server."
-        ) from cause
-
-    # ------------------------------------------------------------------
-    # Files
-    # ------------------------------------------------------------------
+    # --- Files ---
 
     def read_file(self, sandbox: str, path: str, *, max_bytes: int) -> bytes:
         max_bytes = byte_budget(max_bytes, "max_bytes")
@@ -583,9 +459,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         record = self._sandbox(sandbox)
         return SandboxFiles(record, gone=lambda: self._gone(record))
 
-    # ------------------------------------------------------------------
-    # Attach: tags, and the lease a holder keeps
-    # ------------------------------------------------------------------
+    # --- Attach: tags, and the lease a holder keeps ---
 
     def read_tags(self, sandbox: str) -> dict[str, str]:
         info = self._info(sandbox, doing=f"read the tags of sandbox {sandbox}")
@@ -625,28 +499,15 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         return replace(attached, remaining_lifetime=None)
 
     def release(self, sandbox: str, *, holder: str) -> None:
-        with self._lock:
-            if sandbox in self._leases.held():
-                # Remembered until it is made: the toolset retries a release that failed,
-                # and the retry finds the lease already dropped.
-                self._unrenewed.add(sandbox)
+        self._leases.release(sandbox)
         self.hand_over(sandbox)
         try:
             super().release(sandbox, holder=holder)
         except SandboxTerminalError:
-            with self._lock:
-                self._unrenewed.discard(sandbox)
+            self._leases.forgive(sandbox)
             raise
-        with self._lock:
-            closing_renewal = sandbox in self._unrenewed
-        alive = True
-        if closing_renewal:
-            # One more lease, so the task that collects the sandbox's files finds a whole one.
-            alive = self.renew(sandbox)
-            if not alive:
-                log.info("Sandbox %s ended before it was released.", sandbox)
-            with self._lock:
-                self._unrenewed.discard(sandbox)
+        # One more lease, so the task that collects the sandbox's files finds a whole one.
+        alive = self._leases.close(sandbox)
         # Paused only once nobody holds it: a release by a task that was not the holder
         # leaves the holder's sandbox running.
         if alive and self.pause_when_released and HOLDER_TAG not in self.read_tags(sandbox):
@@ -695,9 +556,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def _info(self, sandbox: str, *, doing: str) -> SandboxInfo:
         return self._lifecycle.info(sandbox, doing=doing)
 
-    # ------------------------------------------------------------------
-    # Destroy
-    # ------------------------------------------------------------------
+    # --- Destroy ---
 
     def destroy(self, sandbox: str) -> None:
         if not is_sandbox_handle(sandbox):
@@ -706,13 +565,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         with self._lock:
             record = self._sandboxes.pop(sandbox, None)
         if record is None:
-            # A sandbox that is unhealthy or paused must still be destroyable.
-            with self._lifecycle.call(f"destroy sandbox {sandbox}") as lifecycle:
-                _kill(lambda: lifecycle.kill_sandbox(sandbox), sandbox)
+            self._lifecycle.kill(sandbox)
             return
         with as_sandbox_errors(f"destroy sandbox {sandbox}"):
             try:
-                _kill(record.sdk.kill, sandbox)
+                _lifecycle.kill(record.sdk.kill, sandbox)
             finally:
                 record.sdk.close()
 
@@ -730,23 +587,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             )
 
 
-def _kill(kill: Callable[[], None], sandbox: str) -> None:
-    """Run ``kill``: a sandbox the server no longer has is as destroyed as one it ends now."""
-    if done_unless_missing(kill):
-        log.info("Destroyed sandbox %s.", sandbox)
-    else:
-        log.info("Sandbox %s was already gone.", sandbox)
-
-
-def _pool_arguments(backend: OpenSandboxBackend, spec: SandboxSpec | None) -> CreationArguments:
-    """What ``backend`` would create a sandbox for ``spec`` with, to compare with its pool's."""
-    from opensandbox_provider.pool._definition import CreationArguments
-
-    return CreationArguments.of(
-        image=backend.image,
-        snapshot=backend.snapshot,
-        cpu=backend.cpu,
-        memory=backend.memory,
-        spec=spec,
-        volumes=backend.volumes,
-    )
+def _check_command(command: str, timeout: float) -> None:
+    """Refuse a command no sandbox could run, before anything is asked of the server."""
+    validate_positive_finite(timeout, "timeout")
+    if not command.strip():
+        raise SandboxError("The command is empty; give a shell command to run.")

@@ -15,10 +15,10 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from opensandbox_provider._clients import execd_client
 from opensandbox_provider._output_log import OutputLog
+from opensandbox_provider.execd._background import BackgroundCommand, OutputPiece
+from opensandbox_provider.execd._command_status import CommandStatus
+from opensandbox_provider.execd._events import BoundedTail
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
-from opensandbox_provider.sandbox._background import BackgroundCommand, OutputPiece
-from opensandbox_provider.sandbox._command_status import CommandStatus
-from opensandbox_provider.sandbox._events import BoundedTail
 from opensandbox_provider.sandbox._lease import renewal_interval
 from opensandbox_provider.sandbox._outcome import killed_at_deadline
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend

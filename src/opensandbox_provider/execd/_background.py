@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError
 
-from opensandbox_provider.sandbox._command_status import (
+from opensandbox_provider.execd._command_status import (
     MAX_STATUS_BODY,
     CommandStatus,
     parse_status,

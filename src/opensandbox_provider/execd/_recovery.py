@@ -24,14 +24,14 @@ from dataclasses import dataclass
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError
 
-from opensandbox_provider.sandbox._command_status import (
+from opensandbox_provider._errors import status_of, transport_errors
+from opensandbox_provider.execd._command_status import (
     MAX_STATUS_BODY,
     CommandStatus,
     parse_status,
 )
-from opensandbox_provider.sandbox._deadline import bounded_by
-from opensandbox_provider.sandbox._errors import status_of, transport_errors
-from opensandbox_provider.sandbox._http import SandboxHttp, read_at_most
+from opensandbox_provider.execd._deadline import bounded_by
+from opensandbox_provider.execd._http import SandboxHttp, read_at_most
 
 # How long execd may answer nothing at all, counted from when it last showed it was there,
 # before the sandbox is taken for frozen or gone. It covers a network blip between the worker

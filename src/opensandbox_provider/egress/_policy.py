@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
-from opensandbox_provider.sandbox._deadline import bounded_by
-from opensandbox_provider.sandbox._errors import (
+from opensandbox_provider._errors import (
     quoted,
     status_of,
     to_sandbox_error,
     transport_errors,
 )
-from opensandbox_provider.sandbox._http import SandboxHttp, read_at_most
+from opensandbox_provider.execd._deadline import bounded_by
+from opensandbox_provider.execd._http import SandboxHttp, read_at_most
 
 if TYPE_CHECKING:
     from airflow.providers.common.ai.sandbox.base import SandboxSpec

@@ -28,12 +28,11 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
 
-from opensandbox_provider.sandbox._deadline import Deadline, bounded_by
-from opensandbox_provider.sandbox._errors import as_sandbox_errors, quoted, transport_errors
-from opensandbox_provider.sandbox._events import Ending, EventParser
-from opensandbox_provider.sandbox._http import SandboxHttp, iter_body, iter_raw, read_at_most
-from opensandbox_provider.sandbox._outcome import StreamedCommand
-from opensandbox_provider.sandbox._recovery import GaveUp, await_end
+from opensandbox_provider._errors import as_sandbox_errors, quoted, transport_errors
+from opensandbox_provider.execd._deadline import Deadline, bounded_by
+from opensandbox_provider.execd._events import Ending, EventParser, StreamedCommand
+from opensandbox_provider.execd._http import SandboxHttp, iter_body, iter_raw, read_at_most
+from opensandbox_provider.execd._recovery import GaveUp, await_end
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync

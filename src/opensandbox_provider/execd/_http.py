@@ -19,10 +19,10 @@ import httpcore
 import httpx
 
 from opensandbox_provider._clients import sandbox_client
+from opensandbox_provider._errors import api_exception
 from opensandbox_provider._reaches import warn_moved
-from opensandbox_provider.sandbox import _deadline
-from opensandbox_provider.sandbox._chunked import ChunkedDecoder
-from opensandbox_provider.sandbox._errors import api_exception
+from opensandbox_provider.execd import _deadline
+from opensandbox_provider.execd._chunked import ChunkedDecoder
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync

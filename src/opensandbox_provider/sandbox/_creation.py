@@ -1,0 +1,101 @@
+"""
+How a backend comes to have a sandbox: a new one made by the server with the backend's
+arguments and the spec's and waited for until execd answers, or one found again by handle.
+What a warm pool's sandbox must match is said here too.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
+
+from opensandbox_provider._errors import api_exceptions, as_sandbox_errors
+from opensandbox_provider.egress import _policy
+from opensandbox_provider.sandbox import _volumes
+
+if TYPE_CHECKING:
+    from airflow.providers.common.ai.sandbox.base import SandboxSpec
+    from opensandbox import SandboxSync
+    from opensandbox.config.connection_sync import ConnectionConfigSync
+    from opensandbox.models.sandboxes import NetworkPolicy
+
+    from opensandbox_provider.pool._definition import CreationArguments
+    from opensandbox_provider.sandbox._record import SandboxRecord
+    from opensandbox_provider.sandbox.backend import OpenSandboxBackend
+
+
+def create_cold(
+    backend: OpenSandboxBackend,
+    env: dict[str, str] | None,
+    metadata: dict[str, str],
+    policy: NetworkPolicy | None,
+    config: ConnectionConfigSync,
+) -> SandboxSync:
+    """A new sandbox from the server, made with ``backend``'s arguments and the spec's."""
+    with as_sandbox_errors("create a sandbox", terminal=True):
+        from opensandbox import SandboxSync
+
+        try:
+            sdk = SandboxSync.create(
+                None if backend.snapshot else backend.image,
+                snapshot_id=backend.snapshot,
+                timeout=timedelta(seconds=backend.sandbox_timeout),
+                ready_timeout=timedelta(seconds=backend.ready_timeout),
+                env=env,
+                metadata=metadata,
+                resource={"cpu": backend.cpu, "memory": backend.memory},
+                network_policy=policy,
+                volumes=_volumes.sdk_volumes(backend.volumes),
+                connection_config=config,
+                # Readiness is polled by wait_until_ready, without the SDK's backoff on the
+                # first miss.
+                skip_health_check=True,
+            )
+        except api_exceptions() as e:
+            refused = _volumes.explain_refusal(e, backend.volumes)
+            raise (refused or _policy.explain_refusal(e, policy)) from e
+    return sdk
+
+
+def wait_until_ready(record: SandboxRecord, *, ready_timeout: float) -> float:
+    """Ask execd whether it is up until it answers, for ``ready_timeout`` seconds at most;
+    return how long that took."""
+    with as_sandbox_errors(f"reach sandbox {record.sdk.id}", terminal=True):
+        waited = record.execd.wait_until_answering(time.monotonic() + ready_timeout)
+    if waited is None:
+        raise SandboxTerminalError(
+            f"Sandbox {record.sdk.id} did not become ready within "
+            f"{ready_timeout:g}s, so it was destroyed. Check that the image "
+            "starts on the OpenSandbox server, or raise ready_timeout."
+        )
+    return waited
+
+
+def connect(handle: str, *, config: ConnectionConfigSync, ready_timeout: float) -> SandboxSync:
+    """The SDK's handle on an existing sandbox, with no health check: the caller polls execd."""
+    with as_sandbox_errors(f"reconnect to sandbox {handle}"):
+        from opensandbox import SandboxSync
+
+        return SandboxSync.connect(
+            handle,
+            connection_config=config,
+            connect_timeout=timedelta(seconds=ready_timeout),
+            skip_health_check=True,
+        )
+
+
+def pool_arguments(backend: OpenSandboxBackend, spec: SandboxSpec | None) -> CreationArguments:
+    """What ``backend`` would create a sandbox for ``spec`` with, to compare with its pool's."""
+    from opensandbox_provider.pool._definition import CreationArguments
+
+    return CreationArguments.of(
+        image=backend.image,
+        snapshot=backend.snapshot,
+        cpu=backend.cpu,
+        memory=backend.memory,
+        spec=spec,
+        volumes=backend.volumes,
+    )
