@@ -1,18 +1,23 @@
 """
 System test: ``OpenSandboxOperator`` and ``@task.opensandbox``, with no agent.
 
-Three sandboxes, each created for its task and destroyed when it ends: a script file of the
+A sandbox for each task, destroyed when it ends: a script file of the
 Dag's (``scripts/count_words.sh``, rendered as a template) in a templated image, with a secret
 in ``private_env``, whose JSON result is the task's XCom (``xcom_path``) and is copied out as an
 asset (``outputs``); a decorated function that imports a package its ``requirements`` install
 once into a prepared environment; and a long command that waits in the triggerer
-(``deferrable=True``) while its output reaches the task log. The last task's last log line is
+(``deferrable=True``) while its output reaches the task log; and one command twice, in a
+sandbox created for it and in one taken from a warm pool, whose task logs show what each
+waited for its first command. The last task's last log line is
 ``opensandbox operator e2e passed``.
 
 Needs an ``opensandbox_default`` connection (type ``opensandbox``) to an OpenSandbox server;
 ``make demo`` creates one for the local stack. The requirements come from the local stack's
 package index; set ``OPENSANDBOX_PACKAGE_INDEX`` to a ``--find-links`` page of your own that
-holds ``osb-demo-words`` to run it elsewhere. Run it with
+holds ``osb-demo-words`` to run it elsewhere. The warm pool's state is in the Redis
+``OPENSANDBOX_POOL_STORE`` names (the local stack's by default); ``make demo`` keeps the pool
+filled while it runs the Dag, and without a keeper the pooled task creates its sandbox as
+the other one does. Run it with
 ``airflow dags test example_opensandbox_operator`` or trigger it from the UI.
 """
 
@@ -28,6 +33,7 @@ from airflow.providers.common.ai.sandbox import SandboxSpec
 from airflow.sdk import Asset, dag, task
 
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
+from opensandbox_provider.pool import WarmPool
 
 DAG_ID = "example_opensandbox_operator"
 PASSED = "opensandbox operator e2e passed"
@@ -54,6 +60,17 @@ PIP_ARGS = [
     "--trusted-host",
     urlsplit(PACKAGE_INDEX).hostname or "",
 ]
+# One ready sandbox made as warm_start asks for one. make demo runs its keeper,
+# ``python -m opensandbox_provider.pool keep example_opensandbox_operator:WARM``.
+WARM = WarmPool(
+    "example-operator",
+    size=1,
+    store=os.environ.get("OPENSANDBOX_POOL_STORE", "redis://127.0.0.1:18099/0"),
+    spec=OPEN,
+    # Short, so that a pool whose keeper was killed empties soon by itself.
+    idle_lease=300,
+)
+FIRST_COMMAND = "echo first command"
 
 log = logging.getLogger(DAG_ID)
 
@@ -91,6 +108,10 @@ def example_opensandbox_operator():
         poll_interval=0.5,
         command="for i in 1 2 3; do echo tick $i; sleep 1; done",
     )
+
+    # The same command, in a sandbox created for it and in one taken from the warm pool.
+    OpenSandboxOperator(task_id="cold_start", spec=OPEN, command=FIRST_COMMAND)
+    OpenSandboxOperator(task_id="warm_start", spec=OPEN, warm_pool=WARM, command=FIRST_COMMAND)
 
     @task
     def check(script_result: dict, counts: dict, long_result: dict) -> None:

@@ -6,10 +6,12 @@ import argparse
 import signal
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
 
 from dev.airflow_stack import celery_topology, components
+from dev.airflow_stack.demo_pool import kept_pool, use_store
 from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
 from dev.airflow_stack.running import (
     USERNAME,
@@ -50,7 +52,8 @@ def _report(airflow: RunningAirflow, outcome: DagRunOutcome) -> None:
 
 def demo(*, once: bool, port: int | None, home: Path, timeout: float, topology: str) -> int:
     # The plain server runs no egress sidecar, which is what the system-test Dag's open spec needs.
-    server = read_state().servers["plain"]
+    stack = read_state()
+    server = stack.servers["plain"]
     layout: Topology
     if topology == "celery":
         site, layout = celery_topology.prepare(home, port=port)
@@ -58,14 +61,24 @@ def demo(*, once: bool, port: int | None, home: Path, timeout: float, topology: 
         _say("their own: network namespaces on a bridge).")
     else:
         site, layout = AirflowSite.prepare(home, port=port), LOCAL
+    # Only on the local topology: the celery topology's workers cannot reach the stack's Redis
+    # on loopback, so its pooled task creates its sandbox cold.
+    pooled = layout is LOCAL and bool(stack.redis_url)
+    if pooled:
+        use_store(stack.redis_url)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     _say(f"Starting Airflow in {home} on port {site.port} ...")
     try:
         with running_airflow(site, layout) as airflow:
             _say(f"Airflow is up after {airflow.startup_seconds:.1f}s.")
             reached = layout.reach(server).domain
-            _say(f"Triggering the system-test Dags against OpenSandbox at {reached} ...")
-            outcomes = run_system_tests(airflow, server, timeout=timeout)
+            with ExitStack() as pool:
+                if pooled:
+                    _say("Filling the operator Dag's warm pool ...")
+                    status = pool.enter_context(kept_pool(server, stack.redis_url, site.home))
+                    _say(status)
+                _say(f"Triggering the system-test Dags against OpenSandbox at {reached} ...")
+                outcomes = run_system_tests(airflow, server, timeout=timeout)
             for outcome in outcomes:
                 _report(airflow, outcome)
                 if layout is not LOCAL:

@@ -12,6 +12,7 @@ from typing import Any
 
 from dev.airflow_stack import components
 from dev.airflow_stack.api import AirflowApi
+from dev.airflow_stack.first_command import first_command_seconds
 from dev.airflow_stack.home import AirflowSite
 from dev.airflow_stack.topologies import LOCAL, Topology
 from dev.stack.state import ServerInfo
@@ -39,13 +40,16 @@ class SystemTestDag:
     task_ids: tuple[str, ...]
     # What the Dag's last task logs, and only after every check before it passed.
     passed_line: str
+    # The tasks whose wait from asking for a sandbox to their first command the story tells.
+    timed_task_ids: tuple[str, ...] = ()
 
 
 TOOLSET_DAG = SystemTestDag(DAG_ID, (TASK_ID,), PASSED_LINE)
 OPERATOR_DAG = SystemTestDag(
     "example_opensandbox_operator",
-    ("run_script", "letter_counts", "long_command", "check"),
+    ("run_script", "letter_counts", "long_command", "cold_start", "warm_start", "check"),
     "opensandbox operator e2e passed",
+    timed_task_ids=("cold_start", "warm_start"),
 )
 # What `make demo` runs, side by side: an agent's sandbox, and sandboxes with no agent.
 DEMO_DAGS = (TOOLSET_DAG, OPERATOR_DAG)
@@ -87,6 +91,10 @@ class DagRunOutcome:
         for task_id in self.dag.task_ids:
             lead = f"[{task_id}] " if len(self.dag.task_ids) > 1 else ""
             lines.extend(lead + line for line in _story_lines(self.logs[task_id], self.dag))
+        for task_id in self.dag.timed_task_ids:
+            timed = first_command_seconds(self.logs[task_id])
+            said = f"{timed[1]:.2f}s ({timed[0]})" if timed else "not in its log"
+            lines.append(f"{task_id}: sandbox asked for to first command: {said}")
         return lines
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,8 +54,14 @@ def test_make_demo_once_exits_zero_after_green_runs_of_both_dags(plain_server: S
     # command's lines logged from the triggerer in order, each sandbox destroyed.
     # One sandbox per task, and one more in which the decorated task's requirements were
     # installed, since each run of the test starts without its prepared environment.
-    assert operator.count("Created OpenSandbox sandbox") == 4, operator
-    assert operator.count("Destroyed sandbox") == 4, operator
+    # warm_start's is taken from the warm pool the demo keeps, cold_start's is created.
+    assert operator.count("Created OpenSandbox sandbox") == 5, operator
+    assert operator.count("Took from warm pool example-operator OpenSandbox sandbox") == 1
+    assert operator.count("Destroyed sandbox") == 6, operator
+    assert "Warm pool example-operator: 1 of 1 idle." in result.stdout
+    waited = re.compile(r"(\w+_start): sandbox asked for to first command: ([\d.]+)s \((.+)\)")
+    waits = {match[1]: match[3] for match in waited.finditer(operator)}
+    assert waits == {"cold_start": "cold", "warm_start": "warm pool"}, operator
     assert "  [run_script] [sandbox stdout] 3" in operator.splitlines(), operator
     assert "  [run_script] [sandbox stdout] token: ***" in operator.splitlines(), operator
     assert "(asset opensandbox_demo_word_counts)" in operator, operator
