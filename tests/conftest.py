@@ -43,42 +43,13 @@ def _keep_the_stacks_named_images() -> None:
             os.environ[variable] = state.images[role]
 
 
-# Folders whose tests need something to themselves: with pytest-xdist (the Makefile's suite
-# target, --dist loadgroup) each group runs on one worker, one test at a time, beside the
-# others. The topology and the reliability folder make network namespaces and restart servers
-# of their own; airflow_path shares one Airflow home and its ports; stack looks at the
-# engine's global state; sidebyside times frozen and silent streams against the built-in
-# backend's windows, which busy neighbours upset; packaging builds into one dist folder; docs
-# builds one Sphinx tree.
-EXCLUSIVE_GROUPS = {
-    "topology": "namespaces",
-    "reliability": "namespaces",
-    "airflow_path": "airflow_path",
-    "stack": "stack",
-    "sidebyside": "sidebyside",
-    "packaging": "packaging",
-    "docs": "docs",
-}
-
-
-# First, so that xdist's own hook, which reads the group marks, sees them.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # So that `-m "not stack"` selects exactly the tests that run without Docker.
     for item in items:
         if STACK_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.stack)
-        group = EXCLUSIVE_GROUPS.get(_folder(item))
-        if group:
-            item.add_marker(pytest.mark.xdist_group(name=group))
     _skip_stand_in_only_tests_on_named_images(items)
     _skip_what_kubernetes_does_not_offer(items)
-
-
-def _folder(item: pytest.Item) -> str:
-    """``tests/<folder>/...`` -> ``<folder>``."""
-    parts = item.nodeid.split("::", 1)[0].split("/")
-    return parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
 
 
 def _skip_what_kubernetes_does_not_offer(items: list[pytest.Item]) -> None:
