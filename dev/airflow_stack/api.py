@@ -146,6 +146,24 @@ class AirflowApi:
                 )
             time.sleep(0.5)
 
+    def set_task_state(self, dag_id: str, run_id: str, task_id: str, state: str) -> None:
+        """Set the task's state as a person does in the UI ("Mark as failed", ...)."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
+        self._call("PATCH", path, json={"new_state": state})
+
+    def triggerer_host(self, dag_id: str, run_id: str, task_id: str) -> str | None:
+        """The host of the triggerer that runs the deferred task's trigger; ``None`` while no
+        triggerer has taken it up."""
+        instance = self.task_instances(dag_id, run_id)[task_id]
+        triggerer_id = (instance.get("trigger") or {}).get("triggerer_id")
+        if triggerer_id is None:
+            return None
+        answer = self._call(
+            "GET", "/api/v2/jobs", params={"job_type": "TriggererJob", "limit": 100}
+        )
+        hosts = {job["id"]: job["hostname"] for job in answer.json()["jobs"]}
+        return hosts.get(triggerer_id)
+
     def return_value(self, dag_id: str, run_id: str, task_id: str) -> Any:
         """The XCom a task returned, as the worker stored it."""
         return self.xcom(dag_id, run_id, task_id, key="return_value")

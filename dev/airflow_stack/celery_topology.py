@@ -55,6 +55,8 @@ HOST_PACKAGES = {
     "unshare": "util-linux",
 }
 HEARTBEAT_TIMEOUT_SECONDS = 60
+TRIGGERER_HEALTH_SECONDS = 20
+TRIGGERER_NAMES = tuple(host.name for host in TRIGGERER_HOSTS)
 # Measured: both workers answer a ping about 10 s after launch on a two-core machine.
 WORKER_READY_TIMEOUT = 180.0
 
@@ -68,6 +70,9 @@ def _worker_command(host: network.RemoteHost) -> list[str]:
 class CeleryTopology:
     database: MetadataDatabase
     broker: Broker
+    # Ports of servers besides the stack's that the hosts reach through the forward: a test's
+    # own server, which it may stop.
+    extra_server_ports: tuple[int, ...] = ()
     components: tuple[str, ...] = (*AIRFLOW_COMPONENTS, *SERVICES)
 
     def start(self, site: AirflowSite) -> None:
@@ -76,7 +81,7 @@ class CeleryTopology:
         # Run as a script: it needs only the standard library, and the home is no place to
         # import this repository from.
         forward = [sys.executable, forward_module.__file__, network.BRIDGE_IP]
-        ports = [str(spec.port) for spec in SERVERS]
+        ports = [str(port) for port in (*(spec.port for spec in SERVERS), *self.extra_server_ports)]
         environment = site.environment()
         components.launch(site.home, "forward", [*forward, "127.0.0.1", *ports], environment)
         self.database.start(f"{network.SUBNET_PREFIX}.0/{network.PREFIX_LENGTH}")
@@ -86,8 +91,7 @@ class CeleryTopology:
             argv = [sys.executable, "-m", "airflow", name]
             components.launch(site.home, name, network.command(hosts_file, argv), environment)
         for host in TRIGGERER_HOSTS:
-            argv = network.command(hosts_file, [sys.executable, "-m", "airflow", "triggerer"], host)
-            components.launch(site.home, host.name, argv, environment)
+            self.start_triggerer(site, host.name)
         for host in WORKER_HOSTS:
             self._launch_worker(site, host)
         self._wait_for_workers(site.home, WORKER_NAMES)
@@ -129,16 +133,27 @@ class CeleryTopology:
     def kill_worker(self, name: str) -> list[int]:
         """SIGKILL every process on the worker ``name``'s host, the worker and the tasks it
         runs, at once: the host is gone. Returns their PIDs."""
-        return network.kill_processes(_worker_host(name).namespace)
+        return network.kill_processes(_host(WORKER_HOSTS, name).namespace)
 
     def restart_worker(self, site: AirflowSite, name: str) -> None:
         """Start the worker ``name`` again on its host after ``kill_worker``; wait for it."""
-        self._launch_worker(site, _worker_host(name))
+        self._launch_worker(site, _host(WORKER_HOSTS, name))
         self._wait_for_workers(site.home, (name,))
 
+    def kill_triggerer(self, name: str) -> list[int]:
+        """SIGKILL every process on the triggerer ``name``'s host at once; returns their PIDs."""
+        return network.kill_processes(_host(TRIGGERER_HOSTS, name).namespace)
 
-def _worker_host(name: str) -> network.RemoteHost:
-    return next(host for host in WORKER_HOSTS if host.name == name)
+    def start_triggerer(self, site: AirflowSite, name: str) -> None:
+        """Start the triggerer ``name`` on its host, at start-up and after ``kill_triggerer``."""
+        host = _host(TRIGGERER_HOSTS, name)
+        argv = [sys.executable, "-m", "airflow", "triggerer"]
+        command = network.command(network.hosts_file(site.home), argv, host)
+        components.launch(site.home, host.name, command, site.environment())
+
+
+def _host(hosts: tuple[network.RemoteHost, ...], name: str) -> network.RemoteHost:
+    return next(host for host in hosts if host.name == name)
 
 
 def stop(home: Path) -> None:
@@ -161,6 +176,7 @@ def prepare(
     *,
     port: int | None = None,
     extra_dags: Sequence[Path] = (),
+    extra_server_ports: Sequence[int] = (),
 ) -> tuple[AirflowSite, CeleryTopology]:
     """The site in ``home`` configured for the celery topology, and the topology to start."""
     site = AirflowSite.prepare(home, port=port, extra_dags=extra_dags)
@@ -188,6 +204,9 @@ def prepare(
         # A lost host's tasks stop heartbeating (every 5 s while they run); the default 300 s
         # before the scheduler fails them, and retries them elsewhere, is long for a demo.
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_SECONDS),
+        # A triggerer that stops heartbeating (every 5 s) loses its triggers to the other one
+        # after this long; Airflow's default is 30 s.
+        "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": str(TRIGGERER_HEALTH_SECONDS),
     }
     site = dataclasses.replace(site, host=network.BRIDGE_IP, settings=settings)
-    return site, CeleryTopology(database, broker)
+    return site, CeleryTopology(database, broker, tuple(extra_server_ports))

@@ -14,9 +14,9 @@ from airflow.providers.common.ai.sandbox import SandboxSpec
 from dev.stack.images import ImageChoice
 from dev.stack.state import ServerInfo, StackState
 from tests.containers import containers_of
+from tests.own_server import RELIABILITY, OwnServer
 from tests.reliability.cleanup import destroy_directly
 from tests.reliability.faultproxy import FaultProxy
-from tests.reliability.own_server import OwnServer
 
 # Open egress, so the plain server (no sidecar) can provision it; egress is not what this suite
 # is about.
@@ -88,7 +88,9 @@ def sandboxes(plain_server: ServerInfo) -> Iterator[list[str]]:
 @pytest.fixture(scope="session")
 def own_server(stack: StackState) -> Iterator[OwnServer]:
     """A server only this suite uses, so killing or re-keying it disturbs no other test."""
-    server = OwnServer(secrets.token_urlsafe(24), ImageChoice(stack.images, stack.image_kinds))
+    server = OwnServer(
+        RELIABILITY, secrets.token_urlsafe(24), ImageChoice(stack.images, stack.image_kinds)
+    )
     server.start()
     yield server
     server.stop()

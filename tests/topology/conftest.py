@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,19 +12,42 @@ import pytest
 from dev.airflow_stack import celery_topology
 from dev.airflow_stack.home import AIRFLOW_DIR
 from dev.airflow_stack.running import RunningAirflow, running_airflow
-from dev.stack.state import ServerInfo
+from dev.stack.images import ImageChoice
+from dev.stack.state import ServerInfo, StackState
+from tests.own_server import TOPOLOGY, OwnServer
 
-TEST_DAGS = sorted((Path(__file__).parent / "dags").glob("opensandbox_*.py"))
+HERE = Path(__file__).parent
+# The topology's own Dags, and the deferred ones of the local topology's tests that also run
+# here.
+TEST_DAGS = [
+    *sorted((HERE / "dags").glob("opensandbox_*.py")),
+    HERE.parent / "airflow_path" / "dags" / "opensandbox_deferred_ticks.py",
+    HERE.parent / "airflow_path" / "dags" / "opensandbox_deferred_timeout.py",
+]
 
 
 @pytest.fixture(scope="session")
 def celery_airflow(plain_server: ServerInfo) -> Iterator[RunningAirflow]:
     """Airflow on the celery topology in a fresh home, its workers and triggerers each on a
-    host of their own; shared by every test of the session and stopped at its end."""
+    host of their own; shared by every test of the session and stopped at its end. The hosts
+    reach the stack's servers and the topology's own (``topology_server``)."""
     home = AIRFLOW_DIR / "pytest-celery"
     celery_topology.stop(home)  # left running by an interrupted earlier session
     shutil.rmtree(home, ignore_errors=True)
-    site, topology = celery_topology.prepare(home, extra_dags=TEST_DAGS)
+    site, topology = celery_topology.prepare(
+        home, extra_dags=TEST_DAGS, extra_server_ports=(TOPOLOGY.port,)
+    )
     with running_airflow(site, topology) as running:
         print(f"\ncelery topology up in {running.startup_seconds:.1f}s at {site.base_url}")
         yield running
+
+
+@pytest.fixture(scope="session")
+def topology_server(stack: StackState) -> Iterator[OwnServer]:
+    """A server only the topology's tests use, so stopping it disturbs no other test."""
+    server = OwnServer(
+        TOPOLOGY, secrets.token_urlsafe(24), ImageChoice(stack.images, stack.image_kinds)
+    )
+    server.start()
+    yield server
+    server.stop()

@@ -1,4 +1,7 @@
-"""Twenty deferred commands waiting at once, for measuring the triggerer that watches them."""
+"""Twenty deferred commands waiting at once, for measuring the triggerer that watches them.
+
+Each waits until the test writes ``RELEASE`` into its sandbox, or ``seconds`` at most, so the
+test ends the wait once it has measured it."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 
 DAG_ID = "opensandbox_many_deferred"
 TASKS = 20
+RELEASE = "/tmp/release"
 
 
 @dag(
@@ -29,7 +33,11 @@ def opensandbox_many_deferred():
             cpu="100m",
             memory="256Mi",
             deferrable=True,
-            command=f"echo started {n}; sleep {{{{ params.seconds }}}}; echo done {n}",
+            command=(
+                f"echo started {n}; i=0; "
+                f"until [ -e {RELEASE} ] || [ $i -ge {{{{ params.seconds }}}} ]; "
+                f"do sleep 1; i=$((i + 1)); done; echo done {n}"
+            ),
         )
 
 

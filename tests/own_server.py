@@ -1,4 +1,4 @@
-"""An OpenSandbox server of the reliability suite's own, which it may kill and restart at will.
+"""An OpenSandbox server of one test folder's own, which it may kill and restart at will.
 
 It is one more server of the stack's kind (dev/stack/servers.py writes its config and starts
 it, from the stack's server venv and images) on a port and a sandbox port range of its own, so
@@ -15,31 +15,34 @@ from dev.stack import images, processes, servers
 from dev.stack.servers import ServerSpec
 from dev.stack.state import ServerInfo
 
-# Past the stack's three servers (ports 18090-18092, sandbox ports from 41000 for indexes 0-2).
-SPEC = ServerSpec("reliability", 18097, None, 5)
+# Past the stack's three servers (ports 18090-18092, sandbox ports from 41000 for indexes 0-2),
+# one for each folder that stops a server: its port and its own range of sandbox ports.
+RELIABILITY = ServerSpec("reliability", 18097, None, 5)
+TOPOLOGY = ServerSpec("topology", 18098, None, 6)
 
 
 class OwnServer:
-    def __init__(self, api_key: str, choice: images.ImageChoice) -> None:
+    def __init__(self, spec: ServerSpec, api_key: str, choice: images.ImageChoice) -> None:
+        self.spec = spec
         self.api_key = api_key
         self.choice = choice  # the stack's own images, so this server runs what the others do
 
     @property
     def info(self) -> ServerInfo:
-        return ServerInfo(SPEC.name, servers.HOST, SPEC.port, self.api_key, None)
+        return ServerInfo(self.spec.name, servers.HOST, self.spec.port, self.api_key, None)
 
     def start(self) -> None:
         """Starts the server, or restarts it when it runs with another key."""
-        servers.ensure_server(SPEC, self.api_key, self.choice)
-        servers.wait_healthy([SPEC])
+        servers.ensure_server(self.spec, self.api_key, self.choice)
+        servers.wait_healthy([self.spec])
 
     def kill(self) -> None:
         """SIGKILL, as an OOM killer or a crashed node would end it: no graceful shutdown."""
-        record = processes.find(SPEC.process_name)
+        record = processes.find(self.spec.process_name)
         if record is None:
             return
         os.kill(record.pid, signal.SIGKILL)
-        while processes.find(SPEC.process_name) is not None:
+        while processes.find(self.spec.process_name) is not None:
             try:
                 os.waitpid(record.pid, os.WNOHANG)  # ours to reap when this process started it
             except ChildProcessError:
@@ -52,4 +55,4 @@ class OwnServer:
         self.start()
 
     def stop(self) -> None:
-        servers.stop_server(SPEC)
+        servers.stop_server(self.spec)
