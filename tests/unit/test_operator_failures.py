@@ -1,6 +1,7 @@
 """
 How OpenSandboxOperator's task ends when something goes wrong around the command: files it
-cannot copy in. The backend records what it is asked.
+cannot copy in, a sandbox that ends under the command, and a destroy that fails. The backend
+records what it is asked.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import (
     SandboxError,
     SandboxExecResult,
+    SandboxTerminalError,
 )
 from airflow.providers.common.compat.sdk import AirflowException, Asset, ObjectStoragePath
 
@@ -21,6 +23,15 @@ from opensandbox_provider.operators import opensandbox as operator_module
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 
 LOG = logging.getLogger("tests.operator_failures")
+ABANDONED = (
+    "partial warning\n"
+    "The command was abandoned: the sandbox sent nothing for 60s, not even execd's heartbeat, "
+    "and execd did not answer a ping within 10s. The sandbox was destroyed.\n"
+)
+ENDED_UNDER_IT = (
+    "Sandbox sbx ended while the command ran: it was destroyed, killed or reached the end of "
+    "its lifetime on the server."
+)
 
 
 class Backend:
@@ -156,3 +167,87 @@ def test_files_at_max_file_bytes_go_in_after_the_sandbox_is_created(backend, tmp
         "run_command",
         "destroy",
     ]
+
+
+# ---------------------------------------------------------------------------
+# A sandbox that ends under the command
+# ---------------------------------------------------------------------------
+
+
+def test_a_sandbox_destroyed_to_end_a_stalled_command_fails_the_task_saying_why(backend) -> None:
+    # What the backend returns once it gave up on a command's stream and destroyed its sandbox.
+    backend.result = SandboxExecResult(
+        exit_code=-1,
+        stdout="partial\n",
+        stderr=ABANDONED,
+        timed_out=True,
+        sandbox_terminated=True,
+    )
+    with pytest.raises(AirflowException) as raised:
+        operator(outputs={"/o": "file:///tmp/nowhere"}).execute({})  # type: ignore[arg-type]
+    # Not the message of a command that ran out of its own time, though the result says so.
+    assert str(raised.value) == ABANDONED.strip()
+    assert backend.calls == ["create", "run_command", "destroy"]
+
+
+def test_a_sandbox_that_ended_while_the_command_ran_fails_the_task_with_the_servers_word(
+    backend,
+) -> None:
+    backend.result = SandboxTerminalError(ENDED_UNDER_IT)
+    with pytest.raises(SandboxTerminalError) as raised:
+        operator(outputs={"/o": "file:///tmp/nowhere"}).execute({})  # type: ignore[arg-type]
+    assert str(raised.value) == ENDED_UNDER_IT
+    # Destroyed all the same: "ended" may be a sandbox the server still holds, stopped.
+    assert backend.calls == ["create", "run_command", "destroy"]
+
+
+# ---------------------------------------------------------------------------
+# A destroy that fails
+# ---------------------------------------------------------------------------
+
+
+def destroy_warnings(caplog) -> list[logging.LogRecord]:
+    return [
+        record
+        for record in caplog.records
+        if record.name == LOG.name and record.getMessage().startswith("Could not destroy")
+    ]
+
+
+def test_a_failed_destroy_is_logged_with_its_cause_and_the_result_still_returned(
+    backend, caplog
+) -> None:
+    backend.destroy_fails = True
+    with caplog.at_level(logging.WARNING, logger=LOG.name):
+        result = operator().execute({})  # type: ignore[arg-type]
+    assert result == {"exit_code": 0, "stdout": "done\n"}
+    [warning] = destroy_warnings(caplog)
+    assert warning.getMessage() == (
+        "Could not destroy sandbox sbx; the server ends it when its lease of 3600s runs out."
+    )
+    assert warning.exc_info is not None and "HTTP 503" in str(warning.exc_info[1])
+
+
+def test_a_failed_destroy_does_not_hide_why_the_command_failed(backend, caplog) -> None:
+    backend.destroy_fails = True
+    backend.result = SandboxExecResult(2, "", "Traceback: boom\n")
+    with caplog.at_level(logging.WARNING, logger=LOG.name):
+        with pytest.raises(AirflowException) as raised:
+            operator().execute({})  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "The command exited 2 in sandbox sbx. The last lines of its stderr:\nTraceback: boom"
+    )
+    assert len(destroy_warnings(caplog)) == 1
+
+
+def test_back_from_the_trigger_a_failed_destroy_does_not_hide_the_events_error(
+    backend, caplog
+) -> None:
+    backend.destroy_fails = True
+    event = {"status": "error", "sandbox": "sbx", "message": "execd lost the command"}
+    with caplog.at_level(logging.WARNING, logger=LOG.name):
+        with pytest.raises(AirflowException) as raised:
+            operator(deferrable=True).execute_complete({}, event)  # type: ignore[arg-type]
+    assert str(raised.value) == "execd lost the command"
+    assert backend.calls == ["destroy"]
+    assert len(destroy_warnings(caplog)) == 1
