@@ -1,13 +1,16 @@
-"""``requirements`` of ``@task.opensandbox``: checked when the Dag is parsed, and the set-up
-commands that make their environment."""
+"""``requirements`` of ``@task.opensandbox``: checked when the Dag is parsed, the set-up
+commands that make their environment, and nothing made for them when the task cannot run."""
 
 from __future__ import annotations
 
 import shlex
+from datetime import datetime
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
+from airflow.providers.common.compat.sdk import AirflowException, dag, task
 
+from opensandbox_provider.decorators import opensandbox as decorator
 from opensandbox_provider.decorators._requirements import (
     VENV,
     VENV_PYTHON,
@@ -65,3 +68,26 @@ def test_requirements_that_cannot_be_installed_as_given_fail_when_parsed(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         checked_requirements(requirements, pip_args, setup_spec)
+
+
+def test_a_file_that_cannot_go_in_fails_before_the_set_up_sandbox_is_made(monkeypatch) -> None:
+    def prepare_snapshot(*args: object, **kwargs: object) -> str:
+        raise AssertionError("the set-up sandbox was made")
+
+    monkeypatch.setattr(decorator, "prepare_snapshot", prepare_snapshot)
+
+    @task.opensandbox(requirements=["pandas"], files={"big.bin": b"x" * 11}, max_file_bytes=10)
+    def uses_pandas() -> None:
+        return None
+
+    @dag(schedule=None, start_date=datetime(2026, 1, 1))
+    def holder() -> None:
+        uses_pandas()
+
+    operator = holder().task_dict["uses_pandas"]
+    with pytest.raises(AirflowException) as raised:
+        operator.execute({})
+    assert str(raised.value) == (
+        "files['big.bin'] is larger than max_file_bytes (10 bytes), read from its bytes. Raise "
+        "max_file_bytes, or fetch the file from inside the sandbox."
+    )

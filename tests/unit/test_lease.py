@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
@@ -48,9 +47,8 @@ def lease_threads(sandbox: str) -> list[threading.Thread]:
 
 
 def wait_until_no_thread(sandbox: str) -> None:
-    deadline = time.monotonic() + WAIT_BOUND
-    while lease_threads(sandbox) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    for thread in lease_threads(sandbox):
+        thread.join(WAIT_BOUND)
     assert not lease_threads(sandbox)
 
 
@@ -91,14 +89,32 @@ def test_a_held_sandbox_keeps_being_renewed(leases, renewals):
     assert leases.held() == {"sb-1"}
 
 
-def test_dropping_stops_the_renewals(leases, renewals):
+def test_dropping_stops_the_renewals(renewals):
+    # The thread's first renewal is held until the test has dropped the sandbox, so the drop
+    # lands at a known point: after one renewal began, before any other could.
+    in_flight = threading.Event()
+    let_go = threading.Event()
+
+    def renew(sandbox: str) -> bool:
+        alive = renewals(sandbox)
+        if (
+            threading.current_thread().name == f"opensandbox-lease-{sandbox}"
+            and not let_go.is_set()
+        ):
+            in_flight.set()
+            let_go.wait(WAIT_BOUND)
+        return alive
+
+    leases = Leases(renew)
     leases.hold("sb-1", lease=LEASE)
-    renewals.wait_for("sb-1", 2)
+    assert in_flight.wait(WAIT_BOUND), "the renewal thread never renewed"
+    [thread] = lease_threads("sb-1")
     leases.drop("sb-1")
-    wait_until_no_thread("sb-1")
-    after_drop = renewals.count("sb-1")
-    time.sleep(5 * renewal_interval(LEASE))
-    assert renewals.count("sb-1") == after_drop
+    let_go.set()
+    thread.join(WAIT_BOUND)
+    assert not thread.is_alive()
+    # The hold's renewal and the one under way at the drop: none began after it.
+    assert renewals.count("sb-1") == 2
     assert leases.held() == frozenset()
 
 

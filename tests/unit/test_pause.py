@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import copy
+import time
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
-from airflow.providers.common.ai.sandbox.base import HOLDER_TAG, OWNER_TAG
+from airflow.providers.common.ai.sandbox.base import (
+    HOLDER_TAG,
+    OWNER_TAG,
+    SandboxError,
+    SandboxTerminalError,
+)
 from opensandbox.exceptions import SandboxApiException
 
 from opensandbox_provider.sandbox import OpenSandboxBackend, _pause, _tags
@@ -173,3 +179,64 @@ def test_reaching_for_a_running_sandbox_resumes_nothing(server, connects) -> Non
 
 def test_the_pause_setting_survives_airflows_deep_copy_of_a_task() -> None:
     assert copy.deepcopy(OpenSandboxBackend(pause_when_released=True)).pause_when_released
+
+
+class SilentExecd:
+    """
+    An execd that never answers its health check: how long it was waited for is kept. It has
+    nothing else, so a command sent to it fails the test.
+    """
+
+    def __init__(self) -> None:
+        self.waited_for: list[float] = []
+
+    def wait_until_answering(self, deadline: float) -> float | None:
+        self.waited_for.append(deadline - time.monotonic())
+        return None
+
+
+@pytest.fixture
+def silent_after_resume(monkeypatch: pytest.MonkeyPatch, server: Server) -> SimpleNamespace:
+    """A paused sandbox whose execd stays silent once resumed; what the backend did about it."""
+    from opensandbox import SandboxSync
+
+    seen = SimpleNamespace(execd=SilentExecd(), closed=[], policy_checks=[])
+    server.state = "Paused"
+
+    def connect(handle: str, **_: object) -> SimpleNamespace:
+        server.calls.append(f"connect while {server.state}")
+        return SimpleNamespace(id=handle, close=lambda: seen.closed.append(handle))
+
+    def services(record: SandboxRecord) -> None:
+        record.execd = seen.execd  # type: ignore[assignment]
+
+    monkeypatch.setattr(SandboxSync, "connect", staticmethod(connect))
+    monkeypatch.setattr(SandboxRecord, "__post_init__", services)
+    monkeypatch.setattr(
+        OpenSandboxBackend,
+        "_recheck_policy",
+        lambda self, record, after: seen.policy_checks.append(after),
+    )
+    return seen
+
+
+def test_execd_silent_after_a_resume_fails_the_command_before_it_is_sent(
+    server, silent_after_resume
+) -> None:
+    backend = OpenSandboxBackend(ready_timeout=5)
+
+    with pytest.raises(SandboxError) as raised:
+        backend.run_command("sb-1", "echo hi", timeout=10, max_output_bytes=100)
+
+    assert not isinstance(raised.value, SandboxTerminalError)
+    assert str(raised.value) == (
+        "Sandbox sb-1 was resumed, but execd did not answer within 5s. Retry the task, or "
+        "raise ready_timeout."
+    )
+    assert server.calls == ["resume", "connect while Running"]
+    # Waited for for ready_timeout, from the resume; then let go, neither kept nor checked.
+    [allowed] = silent_after_resume.execd.waited_for
+    assert 4.0 < allowed <= 5.0
+    assert silent_after_resume.closed == ["sb-1"]
+    assert silent_after_resume.policy_checks == []
+    assert backend._sandboxes == {}

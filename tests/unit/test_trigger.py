@@ -456,8 +456,18 @@ def test_execd_is_reached_once_however_often_the_first_reads_fail() -> None:
 
 def test_execd_unreachable_past_the_grace_ends_the_wait_with_an_error_event(short_graces) -> None:
     refused = [httpx.ConnectError("connection refused")] * 100_000
-    event = wait(trigger(), Execd(), Server(), connect_failures=refused)
-    assert event["status"] == "error" and "connection refused" in event["message"]
+    server = Server()
+    event = wait(trigger(), Execd(), server, connect_failures=refused)
+    assert event == {
+        "status": "error",
+        "sandbox": "sbx",
+        "message": (
+            "Sandbox sbx could not be polled for 0.05s; the last failure: connection refused"
+        ),
+    }
+    # The sandbox was renewed, then execd reached for, and only the reach failed.
+    assert server.calls[:2] == ["renew", "connect"]
+    assert set(server.calls) == {"renew", "connect"}
 
 
 def test_a_record_missing_past_its_grace_on_a_live_sandbox_is_an_error(short_graces) -> None:

@@ -25,6 +25,7 @@ from opensandbox_provider.decorators._requirements import (
     checked_requirements,
     set_up_commands,
 )
+from opensandbox_provider.operators._files import check_files
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.sandbox._snapshots import prepare_snapshot
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
@@ -145,6 +146,9 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
         # Added after templating, so the function's own text is never rendered as a template.
         self.files = {**self.files, SCRIPT: runner, ARGUMENTS: arguments}
         if self.requirements:
+            # The set-up sandbox comes before the function's own, which the operator checks
+            # the files before: a file that cannot go in costs neither.
+            check_files(self.files, max_bytes=self.max_file_bytes)
             self.snapshot = self._prepared_environment()
         return super().execute(context)
 

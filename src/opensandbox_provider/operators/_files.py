@@ -16,6 +16,26 @@ if TYPE_CHECKING:
     from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 
+def check_files(
+    files: Mapping[str, str | bytes | ObjectStoragePath | Asset], *, max_bytes: int
+) -> None:
+    """
+    Refuse a file of a type that cannot be copied in, or one larger than ``max_bytes``,
+    before a sandbox is created for it: a mistake in the Dag then costs no sandbox.
+
+    A stored file is sized by its store, which may not say (a size of 0); its read checks
+    the bound again, since the file may also grow before it is read.
+    """
+    for path, source in files.items():
+        if isinstance(source, Asset):
+            source = storage_path(source)
+        if isinstance(source, ObjectStoragePath):
+            _check_size(path, source.stat().st_size, f"{source}", max_bytes)
+        else:
+            content, origin = _inline(path, source)
+            _check_size(path, len(content), origin, max_bytes)
+
+
 def write_files(
     backend: OpenSandboxBackend,
     sandbox: str,
@@ -90,18 +110,28 @@ def _content(
             # One byte past the bound is enough to know it is too large.
             content = stream.read(max_bytes + 1)
         origin = f"{source}"
-    elif isinstance(source, str):
-        content, origin = source.encode("utf-8"), "its text"
-    elif isinstance(source, bytes):
-        content, origin = source, "its bytes"
     else:
-        raise AirflowException(
-            f"files[{path!r}] is a {type(source).__name__}; give text, bytes, an "
-            "ObjectStoragePath or an Asset to copy in."
-        )
-    if len(content) > max_bytes:
+        content, origin = _inline(path, source)
+    _check_size(path, len(content), origin, max_bytes)
+    return content
+
+
+def _inline(path: str, source: object) -> tuple[bytes, str]:
+    """The bytes of text or bytes given in the Dag, and how a message names where they came
+    from; anything else is refused."""
+    if isinstance(source, str):
+        return source.encode("utf-8"), "its text"
+    if isinstance(source, bytes):
+        return source, "its bytes"
+    raise AirflowException(
+        f"files[{path!r}] is a {type(source).__name__}; give text, bytes, an "
+        "ObjectStoragePath or an Asset to copy in."
+    )
+
+
+def _check_size(path: str, size: int, origin: str, max_bytes: int) -> None:
+    if size > max_bytes:
         raise AirflowException(
             f"files[{path!r}] is larger than max_file_bytes ({max_bytes} bytes), read from "
             f"{origin}. Raise max_file_bytes, or fetch the file from inside the sandbox."
         )
-    return content

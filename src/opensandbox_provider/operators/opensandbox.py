@@ -26,7 +26,7 @@ from opensandbox_provider.egress._policy import PolicyUnproven
 from opensandbox_provider.execd._background import output_paths, separated
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.operators._assets import add_new, declared_assets, shown
-from opensandbox_provider.operators._files import copy_outputs, write_files
+from opensandbox_provider.operators._files import check_files, copy_outputs, write_files
 from opensandbox_provider.operators._result import read_result
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
 from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
@@ -340,6 +340,7 @@ class OpenSandboxOperator(BaseOperator):
     def execute(self, context: Context) -> Any:
         backend = self._backend = self.new_backend()
         spec = self._sandbox_spec()
+        check_files(self.files, max_bytes=self.max_file_bytes)
         sandbox = self._create(backend, spec, context)
         deferred = False
         try:
