@@ -20,7 +20,10 @@ def main(conn_id: str, sandbox: str, timeout: str, command: str) -> None:
 
     backend = OpenSandboxBackend(conn_id)
 
+    first_output: list[float] = []
+
     def show(stream: str, data: bytes) -> None:
+        first_output[:] = first_output or [time.monotonic() - started]
         for line in data.decode("utf-8", "replace").splitlines():
             print("output", stream, line, flush=True)
 
@@ -32,7 +35,12 @@ def main(conn_id: str, sandbox: str, timeout: str, command: str) -> None:
     except Exception as e:
         print("error", json.dumps({"type": type(e).__name__, "message": str(e)}), flush=True)
         return
-    outcome = {**dataclasses.asdict(result), "seconds": time.monotonic() - started}
+    outcome = {
+        **dataclasses.asdict(result),
+        "seconds": time.monotonic() - started,
+        # When the command's first output arrived: the command had started by then.
+        "first_output_seconds": first_output[0] if first_output else None,
+    }
     print("result", json.dumps(outcome), flush=True)
 
 

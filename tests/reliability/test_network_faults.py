@@ -55,6 +55,8 @@ class Worker:
     backend: Any
     # Where the worker's own log (its stderr) goes, quoted when it fails.
     log: Path
+    command: str = COMMAND
+    budget: float = BUDGET
     lines: list[str] = field(default_factory=list)
     outcome: dict | None = None
     _seen: threading.Condition = field(default_factory=threading.Condition)
@@ -66,8 +68,8 @@ class Worker:
             "tests.reliability.namespace_worker",
             self.conn_id,
             self.sandbox,
-            str(BUDGET),
-            COMMAND,
+            str(self.budget),
+            self.command,
         )
         with self.log.open("w") as log:
             self._process = subprocess.Popen(
@@ -204,3 +206,58 @@ def test_connections_reset_during_a_long_command_are_recovered_from_execds_statu
     for worker in workers:
         assert BROKE in worker.finish()["stderr"], f"[{worker.mode}] the stream was not reset"
     assert_the_real_end_and_the_sandbox_kept(workers, record_property)
+
+
+# The first frame carries this many bytes, more than any answer to a small request, so the
+# stream's connection is the one that has received at least that much.
+FIRST_FRAME_BYTES = 32 * 1024
+DEADLINE = 2.0
+STREAM_FROZEN_COMMAND = (
+    f"head -c {FIRST_FRAME_BYTES} /dev/zero | tr '\\0' x; echo; echo first; sleep 30; echo late"
+)
+# What the backend promises for a stream silent past its deadline (docs/backend.rst): given
+# up within 10 s of it.
+GIVEN_UP_WITHIN = DEADLINE + 10.0
+
+
+@pytest.mark.slow
+def test_a_stream_frozen_after_its_first_frame_is_given_up_within_ten_seconds_of_its_deadline(
+    workers, record_property
+) -> None:
+    # Real behaviour on any execd: the command prints, then only the stream's own connection
+    # goes silent (nftables drops its packets); execd runs on, kills the command at its
+    # deadline and answers every new connection, but the stream's end never arrives.
+    for worker in workers:
+        worker.command, worker.budget = STREAM_FROZEN_COMMAND, DEADLINE
+        worker.start()
+    for worker in workers:
+        worker.wait_for(lambda w=worker: "first" in w.lines, 60, "output 'first'")
+        frozen = worker.namespace.freeze_connections_that_received(FIRST_FRAME_BYTES)
+        assert len(frozen) == 1, f"[{worker.mode}] froze {frozen}"
+    for worker in workers:
+        outcome = worker.finish()
+        assert outcome["kind"] == "result", f"[{worker.mode}] {outcome}"
+        # Counted from the command's first output, which came just after its start: the time
+        # the worker took to reach the sandbox before is not the command's.
+        took = outcome["seconds"] - outcome["first_output_seconds"]
+        record_property(f"{worker.mode}_seconds", round(took, 2))
+        print(
+            f"\n[{worker.mode}] stream frozen past a 2 s deadline: returned {took:.2f}s after "
+            f"the first output ({outcome['seconds']:.2f}s after the call)"
+        )
+        assert took < GIVEN_UP_WITHIN, f"[{worker.mode}] {outcome}"
+        assert (outcome["exit_code"], outcome["timed_out"], outcome["sandbox_terminated"]) == (
+            -1,
+            True,
+            False,
+        ), f"[{worker.mode}] {outcome}"
+        assert "deadline had passed" in outcome["stderr"], f"[{worker.mode}] {outcome}"
+        assert "late" not in outcome["stdout"]
+        # The sandbox is kept: a silent stream past its deadline says nothing against it.
+        worker.namespace.restore()
+        after = worker.backend.run_command(
+            worker.sandbox, "echo still here", timeout=30, max_output_bytes=100
+        )
+        assert after.stdout == "still here\n", f"[{worker.mode}] {after}"
+        worker.backend.destroy(worker.sandbox)
+        assert_no_container(worker.sandbox)

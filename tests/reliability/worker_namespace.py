@@ -20,6 +20,7 @@ Packets go only between this namespace, the host's end of its pair and the host'
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 
@@ -141,6 +142,32 @@ table inet faults {{
     def delay(self, seconds: float) -> None:
         """Hold every piece of data the worker sends or receives for ``seconds``."""
         self.relay.delay = seconds
+
+    def freeze_connections_that_received(self, at_least: int) -> list[int]:
+        """Drop every packet of the connections open now that have received ``at_least``
+        bytes, in both directions, and nothing else: a stream that carried that much goes
+        silent, while the worker's other connections, and any it opens later, still pass.
+        Returns the frozen connections' local ports."""
+        listing = subprocess.run(
+            self.command("ss", "-Htni", "state", "established"),
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        frozen = []
+        local_port = None
+        # Each connection is a line of addresses (queues, local, peer), then an indented line
+        # of its counters.
+        for line in listing.splitlines():
+            if not line[:1].isspace():
+                local_port = int(line.split()[2].rpartition(":")[2])
+            elif local_port is not None and (got := re.search(r"\bbytes_received:(\d+)", line)):
+                if int(got[1]) >= at_least:
+                    frozen.append(local_port)
+        for port in frozen:
+            self._rule("inbound", f"tcp dport {port} drop")
+            self._rule("outbound", f"tcp sport {port} drop")
+        return frozen
 
     def restore(self) -> None:
         """No more drops or resets; the relay's delay is left as it is."""
