@@ -24,6 +24,8 @@ NOTICED_WITHIN = STALL_WINDOW + LIVENESS_PROBE_TIMEOUT + 2
 WORKER_MEMORY = at_most(32, "MiB")
 NO_SLOWER_THAN_SDK = at_most_ratio("sdk", 1.05)
 STALL_NOTICED = at_most(NOTICED_WITHIN, "s")
+# A stream silent past its deadline is given up within 10 s of it (docs/backend.rst).
+DEAD_STREAM_GIVEN_UP = at_most(workloads.DEAD_STREAM_DEADLINE + 10, "s")
 # Case (d) measures every subject at the reduced size, for the ratios, and ours alone at 1 GiB.
 REDUCED, FULL = workloads.NO_NEWLINE_REDUCED_BYTES, workloads.NO_NEWLINE_BYTES
 
@@ -278,7 +280,16 @@ ROWS = (
         for kind, title, goals in (
             ("frozen", "frozen container: call returns after", [STALL_NOTICED]),
             ("silent", "silent stall: call returns after", [STALL_NOTICED]),
-            ("heartbeat", "heartbeats, never ends, 20 s budget: call returns after", []),
+            (
+                "heartbeat",
+                "heartbeats, never ends, 20 s budget: call returns after",
+                [at_most(workloads.STALL_BUDGET + 10, "s")],
+            ),
+            (
+                workloads.DEAD_STREAM,
+                "stream dead after its first frame, 2 s deadline: call returns after",
+                [DEAD_STREAM_GIVEN_UP],
+            ),
         )
     ),
     RowDef(

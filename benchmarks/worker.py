@@ -105,12 +105,10 @@ def measure_stall(subject, kind: str) -> dict:
     frozen = kind == "frozen"
     handle = subject.create(env=None if frozen else workloads.stall_env(kind))
     _emit(sandbox=handle)
-    command = workloads.FROZEN_COMMAND if frozen else workloads.STALLED_COMMAND
+    command, budget = workloads.stalled_command(kind)
 
     def run():
-        return subject.run(
-            handle, command, timeout=workloads.STALL_BUDGET, max_output_bytes=workloads.CAP
-        )
+        return subject.run(handle, command, timeout=budget, max_output_bytes=workloads.CAP)
 
     started = time.monotonic()
     try:

@@ -64,11 +64,28 @@ FROZEN_COMMAND = "sleep 61; echo done"
 FROZEN_MARKER = "sleep 61"
 
 
+# A stream dead after its first frame, past a 2 s deadline: execd has killed the command, so
+# the silence can only be a dead stream (the stand-in's silent switch; on the real execd
+# tests/reliability/test_network_faults.py makes it with nftables).
+DEAD_STREAM_DEADLINE = 2.0
+DEAD_STREAM_COMMAND = "sleep 30"
+DEAD_STREAM = "dead-past-deadline"
+
+
 def stall_kinds(execd_is_named: bool) -> tuple[str, ...]:
-    """ "frozen" runs on any execd; "silent" and "heartbeat" need the stand-in's switch."""
-    return ("frozen",) if execd_is_named else ("frozen", "silent", "heartbeat")
+    """ "frozen" runs on any execd; the others need the stand-in's switch."""
+    return ("frozen",) if execd_is_named else ("frozen", "silent", "heartbeat", DEAD_STREAM)
 
 
 def stall_env(kind: str) -> dict[str, str]:
     """The execd stand-in's test switch (its header documents it): "silent" or "heartbeat"."""
-    return {"OPENSANDBOX_TEST_STALL": kind}
+    return {"OPENSANDBOX_TEST_STALL": "silent" if kind == DEAD_STREAM else kind}
+
+
+def stalled_command(kind: str) -> tuple[str, float]:
+    """The command a stall of ``kind`` runs, and its budget."""
+    if kind == "frozen":
+        return FROZEN_COMMAND, STALL_BUDGET
+    if kind == DEAD_STREAM:
+        return DEAD_STREAM_COMMAND, DEAD_STREAM_DEADLINE
+    return STALLED_COMMAND, STALL_BUDGET

@@ -56,9 +56,12 @@ LIVENESS_PROBE_TIMEOUT = 15.0
 # event within milliseconds, after any output still unread, and ends the response one second
 # later, sending a heartbeat every 3 s until then (docs/execd-wire.rst, wire-timeout, wire-ping,
 # wire-grace). So a healthy stream has ended about a second past the deadline, and the status
-# says the command ended as soon as its group is dead: 10 s past it is the grace and three
-# heartbeats missed, and what is still open then is dead, whatever execd's ping says.
-BACKSTOP_GRACE = 10.0
+# says the command ended as soon as its group is dead: 9 s past it is that second, two
+# heartbeats missed and a second to spare, and what is still open then is dead, whatever
+# execd's ping says. The last second of the 10 s a call promises past its budget
+# (docs/backend.rst) is for ending it: the sandbox destroyed. A stream silent since its first
+# frame is noticed by the stall window before this, and ended from the command's status.
+BACKSTOP_GRACE = 9.0
 # How often a new sandbox's execd is asked whether it is up. A refused or proxied ping
 # answers in milliseconds, so polling this often costs nothing and saves the SDK's
 # half-second backoff on a daemon that usually starts within a fraction of a second.
