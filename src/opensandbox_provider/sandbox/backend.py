@@ -220,11 +220,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 self.warm_pool,
                 wanted=pool_arguments(self, spec),
                 conn_id=self.opensandbox_conn_id,
-                lifecycle=self._lifecycle,
-                config=config,
-                metadata=metadata,
-                lease=self.sandbox_timeout,
-                connect_timeout=self.ready_timeout,
+                handover=_pool.Handover(
+                    lifecycle=self._lifecycle,
+                    config=config,
+                    metadata=metadata,
+                    lease=self.sandbox_timeout,
+                    connect_timeout=self.ready_timeout,
+                ),
             )
         drawn = self.warm_pool if sdk is not None else None
         if sdk is None:
