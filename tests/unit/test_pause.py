@@ -10,7 +10,8 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import HOLDER_TAG, OWNER_TAG
 from opensandbox.exceptions import SandboxApiException
 
-from opensandbox_provider.sandbox import OpenSandboxBackend, _pause, _tags
+from opensandbox_provider import _tags
+from opensandbox_provider.sandbox import OpenSandboxBackend, _pause
 from opensandbox_provider.sandbox._record import SandboxRecord
 
 OWNER = "dag/run"
