@@ -24,9 +24,9 @@ def opensandbox_identity_check():
 
     @task
     def backend_in_a_task(ti=None) -> None:
+        from opensandbox_provider._identity import TaskInstanceIdentity
         from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
         from opensandbox_provider.sandbox import OpenSandboxBackend
-        from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
 
         pushed = ti.xcom_pull(task_ids="operator", key="sandbox_id")
         assert isinstance(pushed, str) and pushed, pushed

@@ -31,8 +31,8 @@ from dev.airflow_stack.running import (
     trigger,
 )
 from dev.stack.state import ServerInfo
-from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
-from opensandbox_provider.sandbox._tags import CREATED_BY
+from opensandbox_provider._identity import TaskInstanceIdentity
+from opensandbox_provider._tags import CREATED_BY
 from tests.airflow_path.browser import CHROMIUM_FLAGS, chromium_executable
 from tests.airflow_path.dags import opensandbox_deferred_ticks as ticks
 

@@ -24,7 +24,8 @@ from airflow.providers.common.ai.sandbox.base import (
 from opensandbox import SandboxManagerSync
 
 from dev.stack.state import ServerInfo
-from opensandbox_provider.sandbox import OpenSandboxBackend, _tags
+from opensandbox_provider import _tags
+from opensandbox_provider.sandbox import OpenSandboxBackend
 
 OWNER = "attach_dag/manual__2026-01-01T00:00:00+00:00"
 HOLDER = f"{OWNER}/agent[0]"

@@ -22,7 +22,7 @@ from opensandbox import SandboxSync
 from opensandbox.exceptions import SandboxApiException
 
 from dev.stack.state import ServerInfo, StackState
-from opensandbox_provider.sandbox import _tags
+from opensandbox_provider import _tags
 
 OWNER = "my_dag/manual__2026-01-01T00:00:00+00:00"
 HOLDER = f"{OWNER}/agent_task[17]"

@@ -23,7 +23,7 @@ from opensandbox import SandboxManagerSync
 from opensandbox.models.sandboxes import SandboxFilter
 
 from dev.stack.state import ServerInfo, StackState
-from opensandbox_provider.sandbox import _tags
+from opensandbox_provider import _tags
 from tests.integration.conftest import Sandbox
 from tests.network.sandboxes import Listener
 

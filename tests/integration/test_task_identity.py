@@ -22,10 +22,10 @@ from opensandbox import SandboxSync
 from opensandbox.sync.manager import SandboxManagerSync
 from pydantic_ai import Agent
 
+from opensandbox_provider._identity import KEYS, TaskInstanceIdentity
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.sandbox import OpenSandboxBackend
-from opensandbox_provider.sandbox._identity import KEYS, TaskInstanceIdentity
 from tests.integration.conftest import CONN_ID
 from tests.scripted_model import scripted_model
 

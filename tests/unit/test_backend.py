@@ -14,8 +14,9 @@ from types import SimpleNamespace
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxSpec, SandboxTerminalError
 
+from opensandbox_provider import _tags
 from opensandbox_provider._sdk import INSTALL_COMMAND
-from opensandbox_provider.sandbox import OpenSandboxBackend, _tags
+from opensandbox_provider.sandbox import OpenSandboxBackend
 
 # No connection of this name exists, so any step that reached for the server would fail
 # with a message about the connection instead of the one a test expects.

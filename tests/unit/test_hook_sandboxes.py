@@ -13,9 +13,9 @@ from opensandbox.models.sandboxes import (
     SandboxStatus,
 )
 
+from opensandbox_provider import _tags
+from opensandbox_provider._identity import KEYS, TaskInstanceIdentity
 from opensandbox_provider.hooks._sandboxes import SandboxQuery, SandboxSummary, list_sandboxes
-from opensandbox_provider.sandbox import _tags
-from opensandbox_provider.sandbox._identity import KEYS, TaskInstanceIdentity
 
 RUN_ID = "scheduled__2026-01-01T00:00:00+00:00"
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from opensandbox_provider.sandbox._identity import (
+from opensandbox_provider._identity import (
     EXACT_PREFIX,
     KEYS,
     TaskInstanceIdentity,

@@ -1,7 +1,8 @@
 """
 The package's imports point one way, from the code that decides to the code that speaks a
 protocol (docs/layout.rst): the Airflow entry points use ``sandbox/`` and ``hooks/``;
-``sandbox/`` uses the wire packages ``execd/`` and ``egress/``; the wire packages import nothing
+``sandbox/`` uses ``hooks/`` and the wire packages ``execd/`` and ``egress/``; ``hooks/`` uses
+none of what builds on it; the shared top-level modules and the wire packages import nothing
 that decides; the pure parsers import nothing of ours; nothing in ``src/`` imports ``dev/`` or
 ``tests/``. The checker reads the source with :mod:`ast`, so a violation is found without
 importing anything, including one hidden in a function body or under ``TYPE_CHECKING``.
@@ -28,6 +29,9 @@ PARSERS = ("execd._chunked", "execd._events")
 # files that command leaves by the same names.
 ENTRY_POINTS = ("operators", "triggers", "decorators", "plugins")
 ENTRY_POINTS_MAY_USE = ("sandbox", "hooks", "pool", *WIRE, *ENTRY_POINTS)
+# The backend and the pool keeper hold a hook, so a hook importing them would point back; what a
+# hook reads in sandbox metadata (tags, the task instance) is in the shared top-level modules.
+BUILT_ON_HOOKS = ("sandbox", "pool", *ENTRY_POINTS)
 OUTSIDE = ("dev", "tests", "benchmarks", "system_tests")
 
 
@@ -84,7 +88,15 @@ def violations(root: Path) -> list[str]:
                 top = target.split(".")[0]
                 if not top.startswith("_") and top not in ENTRY_POINTS_MAY_USE:
                     found.append(f"{module} is an Airflow entry point but imports {name}")
-            elif _within(local, "sandbox") or _within(local, "hooks") or local.startswith("_"):
+            elif _within(local, "hooks"):
+                if any(_within(target, above) for above in BUILT_ON_HOOKS):
+                    found.append(f"{module} is a hook but imports {name}, which builds on hooks")
+            elif local.startswith("_"):
+                if any(_within(target, deciding) for deciding in DECIDING):
+                    found.append(
+                        f"{module} is shared by every layer but imports {name}, which decides"
+                    )
+            elif _within(local, "sandbox"):
                 if any(_within(target, entry) for entry in ENTRY_POINTS):
                     found.append(f"{module} imports the entry point {name}")
     return found
@@ -130,8 +142,8 @@ CLEAN = {
         ),
         (
             f"{PACKAGE}/egress/_policy.py",
-            "from ..sandbox._tags import PREFIX\n",
-            "speaks a protocol but imports opensandbox_provider.sandbox._tags",
+            "from ..pool._definition import WarmPool\n",
+            "speaks a protocol but imports opensandbox_provider.pool._definition",
         ),
         (
             f"{PACKAGE}/execd/_events.py",
@@ -147,6 +159,16 @@ CLEAN = {
             f"{PACKAGE}/sandbox/_files.py",
             "from opensandbox_provider.operators import op\n",
             "imports the entry point opensandbox_provider.operators",
+        ),
+        (
+            f"{PACKAGE}/hooks/_sandboxes.py",
+            "from opensandbox_provider.sandbox._lifecycle import ENDED_STATES\n",
+            "is a hook but imports opensandbox_provider.sandbox._lifecycle, which builds on hooks",
+        ),
+        (
+            f"{PACKAGE}/_identity.py",
+            "def f():\n    from opensandbox_provider.sandbox import _volumes\n",
+            "is shared by every layer but imports opensandbox_provider.sandbox, which decides",
         ),
         (
             f"{PACKAGE}/_clients.py",

@@ -11,10 +11,10 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxExecResult, SandboxSpec
 from airflow.providers.common.compat.sdk import AirflowException
 
+from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider.hooks._sandboxes import SandboxSummary
 from opensandbox_provider.operators import opensandbox as operator_module
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
-from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
 
 RUN_ID = "manual__2026-01-01T00:00:00+00:00"
 LOG = logging.getLogger("tests.operator_tries")

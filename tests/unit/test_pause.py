@@ -16,7 +16,8 @@ from airflow.providers.common.ai.sandbox.base import (
 )
 from opensandbox.exceptions import SandboxApiException
 
-from opensandbox_provider.sandbox import OpenSandboxBackend, _pause, _tags
+from opensandbox_provider import _tags
+from opensandbox_provider.sandbox import OpenSandboxBackend, _pause
 from opensandbox_provider.sandbox._record import SandboxRecord
 
 OWNER = "dag/run"

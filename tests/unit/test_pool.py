@@ -156,11 +156,13 @@ def draw(pool: WarmPool, wanted: CreationArguments | None = None, conn_id: str |
         pool,
         wanted=pool.creation if wanted is None else wanted,
         conn_id=pool.opensandbox_conn_id if conn_id is None else conn_id,
-        lifecycle=UntouchableLifecycle(),  # type: ignore[arg-type]
-        config=None,  # type: ignore[arg-type]
-        metadata={},
-        lease=3600,
-        connect_timeout=10,
+        handover=_pool.Handover(
+            lifecycle=UntouchableLifecycle(),  # type: ignore[arg-type]
+            config=None,  # type: ignore[arg-type]
+            metadata={},
+            lease=3600,
+            connect_timeout=10,
+        ),
     )
 
 

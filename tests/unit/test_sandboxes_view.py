@@ -9,11 +9,11 @@ import sys
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import entry_points
 
+from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider.hooks._sandboxes import SandboxSummary
 from opensandbox_provider.plugins._app import ServerSandboxes
 from opensandbox_provider.plugins._page import render_page
 from opensandbox_provider.plugins.sandboxes import PAGE, OpenSandboxPlugin
-from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
 
 
 def _summary(identity: TaskInstanceIdentity | None, **fields: object) -> SandboxSummary:

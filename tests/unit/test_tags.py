@@ -18,8 +18,8 @@ from airflow.providers.common.ai.sandbox.base import (
     encode_network_policy,
 )
 
-from opensandbox_provider.sandbox import _tags
-from opensandbox_provider.sandbox._tags import DamagedTagError
+from opensandbox_provider import _tags
+from opensandbox_provider._tags import DamagedTagError
 
 # OpenSandbox's metadata rules (Kubernetes label rules), as the server states them in its
 # 400 INVALID_METADATA_LABEL messages; the integration tests check them against the server.

@@ -20,11 +20,11 @@ from airflow.providers.common.ai.sandbox.base import SandboxSpec
 from airflow.providers.common.compat import sdk as compat_sdk
 from airflow.providers.common.compat.sdk import AirflowException, AirflowTaskTimeout
 
+from opensandbox_provider import _identity
 from opensandbox_provider.egress import _policy
 from opensandbox_provider.egress._policy import network_policy, unenforced
 from opensandbox_provider.execd._recovery import await_end
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
-from opensandbox_provider.sandbox import _identity
 from tests.unit.sandbox_server import SILENT, Scripted, sandbox_services
 
 

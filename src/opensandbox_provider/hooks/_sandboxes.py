@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import OWNER_TAG
 
-from opensandbox_provider.sandbox._identity import KEYS, TaskInstanceIdentity, identity_metadata
-from opensandbox_provider.sandbox._tags import CREATED_BY, PREFIX
+from opensandbox_provider._identity import KEYS, TaskInstanceIdentity, identity_metadata
+from opensandbox_provider._tags import CREATED_BY, PREFIX
 
 if TYPE_CHECKING:
     from datetime import datetime

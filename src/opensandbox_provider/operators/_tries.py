@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from opensandbox_provider._identity import TaskInstanceIdentity
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
     from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
-    from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
 
 # A terminated sandbox runs nothing and holds nothing; a failed one still holds its container.
 _ENDED = "Terminated"

@@ -21,6 +21,7 @@ from airflow.providers.common.compat.sdk import (
     redact,
 )
 
+from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.egress._policy import PolicyUnproven
 from opensandbox_provider.execd._background import output_paths, separated
@@ -29,7 +30,6 @@ from opensandbox_provider.operators._assets import add_new, declared_assets, sho
 from opensandbox_provider.operators._files import check_files, copy_outputs, write_files
 from opensandbox_provider.operators._result import read_result
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
-from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 

@@ -20,8 +20,8 @@ from opensandbox_provider.plugins._connections import opensandbox_connection_ids
 from opensandbox_provider.plugins._page import render_page
 
 if TYPE_CHECKING:
+    from opensandbox_provider._identity import TaskInstanceIdentity
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
-    from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
 
 # The kill action must come from the page's own script: a form on another site can send the
 # UI's cookie with a POST, but cannot set a header.

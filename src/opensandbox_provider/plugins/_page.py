@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 if TYPE_CHECKING:
+    from opensandbox_provider._identity import TaskInstanceIdentity
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
     from opensandbox_provider.plugins._app import ServerSandboxes
-    from opensandbox_provider.sandbox._identity import TaskInstanceIdentity
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1rem; color: #1a202c; }

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
+from opensandbox_provider import _tags
 from opensandbox_provider.egress import _policy
-from opensandbox_provider.sandbox import _arguments, _tags, _volumes
+from opensandbox_provider.sandbox import _arguments, _volumes
 
 if TYPE_CHECKING:
     from opensandbox.models.sandboxes import NetworkPolicy

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError, is_sandbox_handle
 
+from opensandbox_provider import _tags
 from opensandbox_provider._errors import (
     api_exceptions,
     as_sandbox_errors,
     done_unless_missing,
     status_of,
 )
-from opensandbox_provider.sandbox import _tags
 from opensandbox_provider.sandbox._record import seconds_left
 
 if TYPE_CHECKING:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -45,21 +46,26 @@ _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
 
+@dataclass(frozen=True)
+class Handover:
+    """How a drawn sandbox becomes the task's: the server to reach it by, and what to make it."""
+
+    lifecycle: Lifecycle
+    config: ConnectionConfigSync
+    metadata: dict[str, str]
+    """Stamped on it: what the backend would have created it with."""
+    lease: float
+    """The seconds it is renewed to."""
+    connect_timeout: float
+
+
 def draw(
-    pool: WarmPool,
-    *,
-    wanted: CreationArguments,
-    conn_id: str | None,
-    lifecycle: Lifecycle,
-    config: ConnectionConfigSync,
-    metadata: dict[str, str],
-    lease: float,
-    connect_timeout: float,
+    pool: WarmPool, *, wanted: CreationArguments, conn_id: str | None, handover: Handover
 ) -> SandboxSync | None:
     """
-    A ready sandbox of ``pool``, renewed to ``lease`` and stamped with ``metadata``, as the
-    backend would have created it; ``None`` when the backend is to create one as without a
-    pool. Raises when the pool says to fail instead.
+    A ready sandbox of ``pool``, made the task's as ``handover`` says, as the backend would
+    have created it; ``None`` when the backend is to create one as without a pool. Raises when
+    the pool says to fail instead.
     """
     mismatch = _mismatch(pool, wanted, conn_id)
     if mismatch:
@@ -82,18 +88,10 @@ def draw(
                 pool, pool.when_empty, "when_empty", f"its store could not be reached: {e}"
             )
         for ending in taken.discarded_alive_sandbox_ids:
-            _destroy_quietly(lifecycle, ending, why="its idle lease was about to end")
+            _destroy_quietly(handover.lifecycle, ending, why="its idle lease was about to end")
         if taken.sandbox_id is None:
             return _fall_back(pool, pool.when_empty, "when_empty", "it has no idle sandbox")
-        sdk = _claim(
-            pool,
-            taken.sandbox_id,
-            lifecycle=lifecycle,
-            config=config,
-            metadata=metadata,
-            lease=lease,
-            connect_timeout=connect_timeout,
-        )
+        sdk = _claim(pool, taken.sandbox_id, handover)
         if sdk is not None:
             return sdk
     return _fall_back(
@@ -130,16 +128,7 @@ def _fall_back(pool: WarmPool, choice: str, argument: str, why: str) -> SandboxS
     return None
 
 
-def _claim(
-    pool: WarmPool,
-    sandbox: str,
-    *,
-    lifecycle: Lifecycle,
-    config: ConnectionConfigSync,
-    metadata: dict[str, str],
-    lease: float,
-    connect_timeout: float,
-) -> SandboxSync | None:
+def _claim(pool: WarmPool, sandbox: str, handover: Handover) -> SandboxSync | None:
     """
     The idle ``sandbox``, now this task's; ``None`` if it had ended or is of another make.
 
@@ -153,7 +142,7 @@ def _claim(
     doing = f"take sandbox {sandbox} from warm pool {pool.name}"
 
     def info() -> SandboxInfo | None:
-        with lifecycle.call(doing) as api:
+        with handover.lifecycle.call(doing) as api:
             try:
                 return api.get_sandbox_info(sandbox)
             except api_exceptions() as e:
@@ -162,21 +151,21 @@ def _claim(
                 return None
 
     def stamp() -> None:
-        with lifecycle.call(doing) as api:
+        with handover.lifecycle.call(doing) as api:
             # What the backend would have created it with: its name, its lease, the tags of a
             # sandbox provisioned for another task, and whatever else the backend stamps.
-            api.patch_sandbox_metadata(sandbox, dict(metadata))
+            api.patch_sandbox_metadata(sandbox, dict(handover.metadata))
 
     def renew() -> None:
-        with lifecycle.call(doing) as api:
-            api.renew_sandbox(sandbox, timedelta(seconds=lease))
+        with handover.lifecycle.call(doing) as api:
+            api.renew_sandbox(sandbox, timedelta(seconds=handover.lease))
 
     def connect() -> SandboxSync:
         with as_sandbox_errors(doing, terminal=True):
             return SandboxSync.connect(
                 sandbox,
-                connection_config=config,
-                connect_timeout=timedelta(seconds=connect_timeout),
+                connection_config=handover.config,
+                connect_timeout=timedelta(seconds=handover.connect_timeout),
                 skip_health_check=True,
             )
 
@@ -195,7 +184,7 @@ def _claim(
         return connected.result()
     if connected.exception() is None:
         connected.result().close()
-    _destroy_quietly(lifecycle, sandbox, why=unusable or "taking it from the pool failed")
+    _destroy_quietly(handover.lifecycle, sandbox, why=unusable or "taking it from the pool failed")
     if unusable is not None:
         log.info(
             "Idle sandbox %s of warm pool %s: %s; taking the next.", sandbox, pool.name, unusable

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from opensandbox_provider import _tags
 from opensandbox_provider.egress import _policy
 from opensandbox_provider.execd._execd import Execd
 from opensandbox_provider.execd._http import SandboxHttp
-from opensandbox_provider.sandbox import _tags
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync

@@ -22,12 +22,14 @@ from airflow.providers.common.ai.sandbox.base import (
     is_sandbox_handle,
 )
 
+from opensandbox_provider import _tags
 from opensandbox_provider._errors import as_sandbox_errors, sdk_exceptions, status_of
+from opensandbox_provider._identity import current_identity
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.egress import _policy
 from opensandbox_provider.execd._execd import EXECD_PORT
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.sandbox import _arguments, _lifecycle, _pause, _pool, _tags, _volumes
+from opensandbox_provider.sandbox import _arguments, _lifecycle, _pause, _pool, _volumes
 from opensandbox_provider.sandbox._abandoned import Abandoned
 from opensandbox_provider.sandbox._creation import (
     connect,
@@ -36,7 +38,6 @@ from opensandbox_provider.sandbox._creation import (
     wait_until_ready,
 )
 from opensandbox_provider.sandbox._files import SandboxFiles
-from opensandbox_provider.sandbox._identity import current_identity
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
 from opensandbox_provider.sandbox._limits import byte_budget, validate_positive_finite
@@ -92,7 +93,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     ``sandbox_timeout``, stamped on the sandbox, whichever backend holds it, and a renewal
     never moves the expiry earlier than the server has it. A task can provision a sandbox
     with ``SandboxSpec(owner=...)`` for another to attach to; the ownership tags are kept
-    as sandbox metadata (see :mod:`~opensandbox_provider.sandbox._tags`), and such a
+    as sandbox metadata (see :mod:`~opensandbox_provider._tags`), and such a
     sandbox waits for its tasks, unheld, for one lease at a time; with
     ``pause_when_released`` it waits paused, and whatever reaches for it next resumes it.
 
@@ -220,11 +221,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 self.warm_pool,
                 wanted=pool_arguments(self, spec),
                 conn_id=self.opensandbox_conn_id,
-                lifecycle=self._lifecycle,
-                config=config,
-                metadata=metadata,
-                lease=self.sandbox_timeout,
-                connect_timeout=self.ready_timeout,
+                handover=_pool.Handover(
+                    lifecycle=self._lifecycle,
+                    config=config,
+                    metadata=metadata,
+                    lease=self.sandbox_timeout,
+                    connect_timeout=self.ready_timeout,
+                ),
             )
         drawn = self.warm_pool if sdk is not None else None
         if sdk is None:

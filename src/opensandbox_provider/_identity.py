@@ -7,7 +7,7 @@ alphanumeric at both ends. A value that already passes is stored as it is, so a 
 it is the plain id; one that does not (a run id with ``:`` or ``+``, a long dag id) keeps a
 readable prefix of its allowed characters and ends with a hash of the whole value, so two
 different ids never share a label. Such a value is stored once more, losslessly, under
-``airflow-ti/`` (in the chunks :mod:`~opensandbox_provider.sandbox._tags` writes), so
+``airflow-ti/`` (in the chunks :mod:`~opensandbox_provider._tags` writes), so
 that a cleanup Dag can ask Airflow about the task instance by its real ids.
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from opensandbox_provider.sandbox import _tags
+from opensandbox_provider import _tags
 
 KEYS = {
     "dag_id": "airflow-dag-id",

@@ -21,7 +21,7 @@ tells its own keys from metadata written by anyone else: it never rewrites or re
 any other key. The only others it writes are those a new sandbox is created with: two
 for operators to find it by, the lease its creator chose, which every backend that holds
 the sandbox later renews it by, and the task instance that created it
-(:mod:`~opensandbox_provider.sandbox._identity`).
+(:mod:`~opensandbox_provider._identity`).
 """
 
 from __future__ import annotations
