@@ -1,0 +1,113 @@
+"""
+A backend's sandbox taken from a server pool: a create that names a Kubernetes ``Pool``, so
+that the server binds a pod its controller started ahead of time instead of starting one.
+Everything after it (readiness, the working directory, the lease held) is what a created
+sandbox goes through too.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
+
+from opensandbox_provider._errors import api_exceptions, as_sandbox_errors, to_sandbox_error
+
+if TYPE_CHECKING:
+    from opensandbox import SandboxSync
+    from opensandbox.config.connection_sync import ConnectionConfigSync
+    from opensandbox.models.sandboxes import NetworkPolicy
+
+    from opensandbox_provider.pool import ServerPool
+    from opensandbox_provider.sandbox.backend import OpenSandboxBackend
+
+POOL_REF = "poolRef"
+"""The create request's extension naming the Pool (OpenSandbox's pool mode)."""
+
+# The server's error codes for a create it cannot serve from a pool: a runtime without pools
+# (Docker), and a Pool missing from the server's namespace.
+_NOT_KUBERNETES = "UNSUPPORTED_POOL_REF"
+_NOT_FOUND = "POOL_NOT_FOUND"
+
+
+def check_backend(pool: ServerPool, *, snapshot: str | None, has_volumes: bool) -> None:
+    """Refuse, when the Dag is parsed, backend arguments a pool's pods were not started with."""
+    if snapshot is not None:
+        raise ValueError(
+            f"Server pool {pool.name!r} hands out pods started from its own template, so they "
+            "cannot start from a snapshot. Drop snapshot, or drop warm_pool."
+        )
+    if has_volumes:
+        raise ValueError(
+            f"Server pool {pool.name!r} hands out pods started before any volume was asked "
+            "for, and OpenSandbox mounts none into them. Drop volumes, or drop warm_pool."
+        )
+
+
+def create(
+    pool: ServerPool,
+    backend: OpenSandboxBackend,
+    *,
+    env: dict[str, str] | None,
+    policy: NetworkPolicy | None,
+    metadata: dict[str, str],
+    config: ConnectionConfigSync,
+) -> SandboxSync:
+    """
+    A sandbox of ``pool``, stamped with ``metadata`` and the backend's lease as it is bound,
+    as the backend would have created it.
+    """
+    # The pod runs before the task asks for it, so what the spec would have set up at its
+    # start cannot reach it: refused here, rather than run without it.
+    if policy is not None:
+        raise SandboxTerminalError(
+            f"Server pool {pool.name!r} hands out pods started before the task's network policy "
+            "was known, and OpenSandbox gives such pods none, so a spec that denies egress "
+            "cannot be enforced there. Pass SandboxSpec(block_network=False), or drop warm_pool "
+            "so that the sandbox is created with its policy."
+        )
+    if env:
+        raise SandboxTerminalError(
+            f"Server pool {pool.name!r} hands out pods already started, so the spec's env "
+            f"({', '.join(sorted(env))}) cannot reach their processes. Set the variables in "
+            "the Pool's pod template, or drop warm_pool."
+        )
+    with as_sandbox_errors(f"take a sandbox from server pool {pool.name}", terminal=True):
+        from opensandbox import SandboxSync
+
+        try:
+            return SandboxSync.create(
+                # The SDK asks for an image; the server takes the Pool's and ignores this.
+                backend.image,
+                timeout=timedelta(seconds=backend.sandbox_timeout),
+                ready_timeout=timedelta(seconds=backend.ready_timeout),
+                metadata=metadata,
+                extensions={POOL_REF: pool.name},
+                connection_config=config,
+                # Readiness is polled by wait_until_ready, as for a created sandbox.
+                skip_health_check=True,
+            )
+        except api_exceptions() as e:
+            raise explain_refusal(e, pool) from e
+
+
+def explain_refusal(error: Exception, pool: ServerPool) -> Exception:
+    """A create the server would not serve from ``pool``, with what to do; any other as it is."""
+    code = str(getattr(getattr(error, "error", None), "code", "") or "")
+    said = f"{code} {error}"
+    if _NOT_KUBERNETES in said:
+        advice = (
+            "The server does not run sandboxes on Kubernetes, and only its Kubernetes runtime "
+            "has pools. Point the connection at a server whose runtime is Kubernetes, or use a "
+            "WarmPool."
+        )
+    elif _NOT_FOUND in said:
+        advice = (
+            f"The server's namespace has no Pool named {pool.name!r}. Create it (docs/pools.rst, "
+            "'Server pools'), or correct the name."
+        )
+    else:
+        return error
+    detail = to_sandbox_error(error, f"take a sandbox from server pool {pool.name}", terminal=True)
+    return SandboxTerminalError(f"{detail} {advice}")
