@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 from opensandbox import SandboxSync
-from opensandbox.exceptions import SandboxApiException
+from opensandbox.exceptions import SandboxApiException, SandboxTimeoutException
 from opensandbox.exceptions import SandboxError as SdkError
 
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
@@ -112,8 +112,8 @@ def test_a_docker_server_is_told_apart_from_a_missing_pool() -> None:
     )
     missing = refusal(404, "KUBERNETES::POOL_NOT_FOUND", "Pool 'python-pool' not found.")
 
-    on_docker = _server_pool.explain_refusal(docker, POOL)
-    not_there = _server_pool.explain_refusal(missing, POOL)
+    on_docker = _server_pool.explain(docker, POOL)
+    not_there = _server_pool.explain(missing, POOL)
 
     assert isinstance(on_docker, SandboxTerminalError)
     assert "only its Kubernetes runtime has pools" in str(on_docker)
@@ -122,10 +122,17 @@ def test_a_docker_server_is_told_apart_from_a_missing_pool() -> None:
     assert "Pool 'python-pool' not found" in str(not_there)
 
 
+def test_a_create_that_times_out_points_at_the_pools_size() -> None:
+    explained = _server_pool.explain(SandboxTimeoutException("timed out"), POOL)
+
+    assert isinstance(explained, SandboxTerminalError)
+    assert "Raise the Pool's poolMax" in str(explained)
+
+
 def test_a_refusal_about_something_else_is_left_as_it_is() -> None:
     error = refusal(400, "SANDBOX::INVALID", "metadata key is not a label")
 
-    assert _server_pool.explain_refusal(error, POOL) is error
+    assert _server_pool.explain(error, POOL) is error
 
 
 def test_the_operator_passes_a_server_pool_to_its_backend_and_survives_a_deep_copy() -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
-from opensandbox_provider._errors import api_exceptions, as_sandbox_errors, to_sandbox_error
+from opensandbox_provider._errors import as_sandbox_errors, sdk_exceptions, to_sandbox_error
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
@@ -88,15 +88,26 @@ def create(
                 # Readiness is polled by wait_until_ready, as for a created sandbox.
                 skip_health_check=True,
             )
-        except api_exceptions() as e:
-            raise explain_refusal(e, pool) from e
+        except sdk_exceptions() as e:
+            raise explain(e, pool) from e
 
 
-def explain_refusal(error: Exception, pool: ServerPool) -> Exception:
-    """A create the server would not serve from ``pool``, with what to do; any other as it is."""
+def explain(error: Exception, pool: ServerPool) -> Exception:
+    """A create ``pool`` could not serve, with what to do; any other failure as it is."""
+    from opensandbox.exceptions import SandboxTimeoutException
+
     code = str(getattr(getattr(error, "error", None), "code", "") or "")
     said = f"{code} {error}"
-    if _NOT_KUBERNETES in said:
+    if isinstance(error, SandboxTimeoutException):
+        # The server answers a pooled create only once a pod is bound; with every pod taken
+        # and the Pool at its poolMax, none is, and the request runs out first.
+        advice = (
+            f"The server had bound no pod of Pool {pool.name!r} when the request timed out, as "
+            "happens when every pod is taken and the Pool is at its poolMax; the server removes "
+            "the sandbox when its own create timeout passes. Raise the Pool's poolMax, or the "
+            "connection's request_timeout to wait longer."
+        )
+    elif _NOT_KUBERNETES in said:
         advice = (
             "The server does not run sandboxes on Kubernetes, and only its Kubernetes runtime "
             "has pools. Point the connection at a server whose runtime is Kubernetes, or use a "
