@@ -7,9 +7,11 @@ only the Kubernetes runtime has pools.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -34,14 +36,19 @@ OPEN = SandboxSpec(block_network=False)
 # leaves room for a busy two-core machine.
 FILL_SECONDS = 90.0
 GONE_SECONDS = 60.0
+DISABLE_IPV6 = "/proc/sys/net/ipv6/conf/all/disable_ipv6"
+# What the egress pool's sidecars enforce, and the spec whose policy that is.
+ALLOWLIST = SandboxSpec(allow_egress_to=["pypi.org"])
+ALLOWLIST_RULES = {"defaultAction": "deny", "egress": [{"action": "allow", "target": "pypi.org"}]}
 
 
-def pool_template(stack: StackState) -> dict:
+def pool_template(stack: StackState, *, egress_rules: dict | None = None) -> dict:
     """
     A pod as the server builds one for a create of the stack's sandbox image: execd copied in
-    by an init container and started by its bootstrap script before the entrypoint. A pool's
-    pods are started before any create, so the template has to carry what the server would
-    otherwise add.
+    by an init container and started by its bootstrap script before the entrypoint, and with
+    ``egress_rules`` the egress sidecar enforcing them in ``dns+nft`` mode. A pool's pods are
+    started before any create, so the template has to carry what the server would otherwise
+    add.
     """
     installer = (
         "cp ./execd /opt/opensandbox/execd && cp ./bootstrap.sh /opt/opensandbox/bootstrap.sh"
@@ -50,30 +57,53 @@ def pool_template(stack: StackState) -> dict:
     binaries = {"name": "opensandbox-bin", "mountPath": "/opt/opensandbox"}
     # Small, so that the pool's pods leave room on a two-core node for the other tests'.
     resources = {"cpu": "250m", "memory": "256Mi"}
+    init = {
+        "name": "execd-installer",
+        "image": stack.images["execd"],
+        "command": ["/bin/sh", "-c", installer],
+        "volumeMounts": [binaries],
+    }
+    sandbox = {
+        "name": "sandbox",
+        "image": stack.sandbox_image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/opt/opensandbox/bootstrap.sh", "tail", "-f", "/dev/null"],
+        "env": [{"name": "EXECD", "value": "/opt/opensandbox/execd"}],
+        "resources": {"limits": resources, "requests": resources},
+        "volumeMounts": [binaries],
+    }
+    containers = [sandbox]
+    if egress_rules is not None:
+        # As the server adds the sidecar for a create with a policy, less the sandbox's own
+        # id and token, which a pod started for no sandbox in particular cannot have.
+        init["command"] = ["/bin/sh", "-c", f"echo 1 > {DISABLE_IPV6}; {installer}"]
+        init["securityContext"] = {"privileged": True}
+        sandbox["securityContext"] = {"capabilities": {"drop": ["NET_ADMIN"]}}
+        containers.append(
+            {
+                "name": "egress",
+                "image": stack.images["egress"],
+                "env": [
+                    {"name": "OPENSANDBOX_EGRESS_RULES", "value": json.dumps(egress_rules)},
+                    {"name": "OPENSANDBOX_EGRESS_MODE", "value": "dns+nft"},
+                ],
+                "ports": [{"containerPort": 18080, "name": "egress-api"}],
+                "readinessProbe": {
+                    "httpGet": {"path": "/healthz", "port": 18080},
+                    "periodSeconds": 1,
+                    "failureThreshold": 30,
+                },
+                "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
+                "volumeMounts": [binaries],
+            }
+        )
     return {
         "metadata": {"labels": {"app": "airflow-test-server-pool"}},
         "spec": {
             "automountServiceAccountToken": False,
             "volumes": [{"name": "opensandbox-bin", "emptyDir": {}}],
-            "initContainers": [
-                {
-                    "name": "execd-installer",
-                    "image": stack.images["execd"],
-                    "command": ["/bin/sh", "-c", installer],
-                    "volumeMounts": [binaries],
-                }
-            ],
-            "containers": [
-                {
-                    "name": "sandbox",
-                    "image": stack.sandbox_image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["/opt/opensandbox/bootstrap.sh", "tail", "-f", "/dev/null"],
-                    "env": [{"name": "EXECD", "value": "/opt/opensandbox/execd"}],
-                    "resources": {"limits": resources, "requests": resources},
-                    "volumeMounts": [binaries],
-                }
-            ],
+            "initContainers": [init],
+            "containers": containers,
         },
     }
 
@@ -86,16 +116,15 @@ def pools_api(server: ServerInfo) -> httpx.Client:
     )
 
 
-@pytest.fixture(scope="module")
-def server_pool(stack: StackState, plain_server: ServerInfo) -> Iterator[ServerPool]:
-    """A Pool of one idle pod (two at most) on the cluster, made through the server's own
-    pools API, deleted with its pods when the module ends."""
+@contextmanager
+def pool_on(server: ServerInfo, template: dict) -> Iterator[ServerPool]:
+    """A Pool of one idle pod (two at most) on the cluster, made through ``server``'s own pools
+    API, deleted with its pods when the block ends."""
     pool = ServerPool(f"airflow-test-{uuid.uuid4().hex[:8]}")
     capacity = {"bufferMin": 1, "bufferMax": 1, "poolMin": 1, "poolMax": 2}
-    with pools_api(plain_server) as api:
+    with pools_api(server) as api:
         made = api.post(
-            "/pools",
-            json={"name": pool.name, "template": pool_template(stack), "capacitySpec": capacity},
+            "/pools", json={"name": pool.name, "template": template, "capacitySpec": capacity}
         )
         assert made.status_code == 201, made.text
         try:
@@ -104,6 +133,20 @@ def server_pool(stack: StackState, plain_server: ServerInfo) -> Iterator[ServerP
         finally:
             api.delete(f"/pools/{pool.name}").raise_for_status()
             wait_for(lambda: not pool_pods(pool), f"the pods of Pool {pool.name} to go")
+
+
+@pytest.fixture(scope="module")
+def server_pool(stack: StackState, plain_server: ServerInfo) -> Iterator[ServerPool]:
+    """A Pool whose pods have no egress sidecar."""
+    with pool_on(plain_server, pool_template(stack)) as pool:
+        yield pool
+
+
+@pytest.fixture(scope="module")
+def egress_pool(stack: StackState, dns_nft_server: ServerInfo) -> Iterator[ServerPool]:
+    """A Pool whose pods' sidecars enforce ``ALLOWLIST`` at the address layer."""
+    with pool_on(dns_nft_server, pool_template(stack, egress_rules=ALLOWLIST_RULES)) as pool:
+        yield pool
 
 
 def wait_until_available(api: httpx.Client, name: str) -> None:
@@ -165,16 +208,35 @@ def test_a_sandbox_from_a_server_pool_runs_in_a_pool_pod_and_is_gone_after(
     wait_for(lambda: not named(handle, batchsandboxes()), f"sandbox {handle} to go", GONE_SECONDS)
 
 
-def test_a_spec_that_denies_egress_is_refused_before_a_pod_is_taken(
-    server_pool, plain_server, backend_on
+def test_a_pool_sandbox_whose_sidecar_enforces_the_specs_policy_is_proven_and_runs(
+    egress_pool, dns_nft_server, backend_on
 ) -> None:
-    backend = backend_on(plain_server, warm_pool=server_pool)
+    backend = backend_on(dns_nft_server, warm_pool=egress_pool)
+
+    handle = backend.create(spec=ALLOWLIST)
+    try:
+        ran = backend.run_command(handle, "hostname", timeout=30, max_output_bytes=1024)
+    finally:
+        backend.destroy(handle)
+
+    assert ran.exit_code == 0 and ran.stdout.startswith(f"{egress_pool.name}-")
+
+
+@pytest.mark.parametrize(
+    ("pool", "server"), [("egress_pool", "dns_nft_server"), ("server_pool", "plain_server")]
+)
+def test_a_pool_sandbox_not_proven_to_enforce_the_specs_policy_is_destroyed(
+    pool, server, backend_on, request
+) -> None:
+    # Deny-all, where the egress pool's sidecars allow pypi.org and the plain pool's pods have
+    # no sidecar at all.
+    backend = backend_on(request.getfixturevalue(server), warm_pool=request.getfixturevalue(pool))
     before = batchsandboxes()
 
-    with pytest.raises(SandboxTerminalError, match="cannot be enforced there"):
+    with pytest.raises(SandboxTerminalError, match="OPENSANDBOX_EGRESS_RULES"):
         backend.create(spec=SandboxSpec())
 
-    assert batchsandboxes() == before
+    wait_for(lambda: batchsandboxes() <= before, "the unproven sandbox to go", GONE_SECONDS)
 
 
 def test_a_pool_the_cluster_does_not_have_fails_the_task_with_its_name(

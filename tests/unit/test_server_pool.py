@@ -74,28 +74,42 @@ def test_the_create_names_the_pool_and_stamps_the_lease_and_identity(asked) -> N
 
 
 @pytest.mark.parametrize(
-    ("spec", "message"),
-    [
-        (None, None),
-        (SandboxSpec(), "cannot be enforced there"),
-        (SandboxSpec(allow_egress_to=["pypi.org"]), "cannot be enforced there"),
-        (SandboxSpec(block_network=False, env={"TOKEN": "x"}), r"spec's env \(TOKEN\)"),
-    ],
-    ids=["no spec", "deny all", "allowlist", "env"],
+    "spec",
+    [None, SandboxSpec(), SandboxSpec(allow_egress_to=["pypi.org"])],
+    ids=["no spec", "deny all", "allowlist"],
 )
-def test_a_spec_the_pools_pods_cannot_honour_is_refused_before_the_server_is_asked(
-    asked, spec, message
+def test_no_policy_is_sent_with_the_pool_for_the_pods_own_sidecar_is_proven_instead(
+    asked, spec
 ) -> None:
     backend = OpenSandboxBackend(None, warm_pool=POOL)
-    if message is None:
-        # No spec sends no policy, so the pool serves it.
-        with pytest.raises(Refused):
-            backend.create(spec=spec)
-        assert len(asked) == 1
-        return
-    with pytest.raises(SandboxTerminalError, match=message):
+
+    with pytest.raises(Refused):
         backend.create(spec=spec)
+
+    (call,) = asked
+    assert "network_policy" not in call
+
+
+def test_a_spec_with_env_is_refused_before_the_server_is_asked(asked) -> None:
+    backend = OpenSandboxBackend(None, warm_pool=POOL)
+
+    with pytest.raises(SandboxTerminalError, match=r"spec's env \(TOKEN\)"):
+        backend.create(spec=SandboxSpec(block_network=False, env={"TOKEN": "x"}))
+
     assert asked == []
+
+
+def test_a_failed_egress_proof_of_a_pool_sandbox_says_what_the_pool_must_carry() -> None:
+    unproven = SandboxTerminalError("OpenSandbox did not enforce the requested network policy.")
+
+    with pytest.raises(SandboxTerminalError, match="OPENSANDBOX_EGRESS_RULES") as raised:
+        with _server_pool.advising(POOL):
+            raise unproven
+    assert raised.value.__cause__ is unproven
+    with pytest.raises(SandboxTerminalError) as created:
+        with _server_pool.advising(None):
+            raise unproven
+    assert created.value is unproven
 
 
 def refusal(status: int, code: str, message: str) -> SandboxApiException:

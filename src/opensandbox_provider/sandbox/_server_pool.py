@@ -1,12 +1,14 @@
 """
 A backend's sandbox taken from a server pool: a create that names a Kubernetes ``Pool``, so
 that the server binds a pod its controller started ahead of time instead of starting one.
-Everything after it (readiness, the working directory, the lease held) is what a created
-sandbox goes through too.
+Everything after it (readiness, the egress proof, the working directory, the lease held) is
+what a created sandbox goes through too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -17,9 +19,8 @@ from opensandbox_provider._errors import as_sandbox_errors, sdk_exceptions, to_s
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
     from opensandbox.config.connection_sync import ConnectionConfigSync
-    from opensandbox.models.sandboxes import NetworkPolicy
 
-    from opensandbox_provider.pool import ServerPool
+    from opensandbox_provider.pool import ServerPool, WarmPool
     from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 POOL_REF = "poolRef"
@@ -50,23 +51,19 @@ def create(
     backend: OpenSandboxBackend,
     *,
     env: dict[str, str] | None,
-    policy: NetworkPolicy | None,
     metadata: dict[str, str],
     config: ConnectionConfigSync,
 ) -> SandboxSync:
     """
     A sandbox of ``pool``, stamped with ``metadata`` and the backend's lease as it is bound,
     as the backend would have created it.
+
+    No network policy is sent: the server refuses one with a pool, whose pods were started
+    with whatever sidecar their template gives them. The backend proves afterwards, as for any
+    sandbox, that this sidecar enforces the spec's policy; see :func:`advising`.
     """
-    # The pod runs before the task asks for it, so what the spec would have set up at its
-    # start cannot reach it: refused here, rather than run without it.
-    if policy is not None:
-        raise SandboxTerminalError(
-            f"Server pool {pool.name!r} hands out pods started before the task's network policy "
-            "was known, and OpenSandbox gives such pods none, so a spec that denies egress "
-            "cannot be enforced there. Pass SandboxSpec(block_network=False), or drop warm_pool "
-            "so that the sandbox is created with its policy."
-        )
+    # The pod runs before the task asks for it, so an environment the spec sets cannot reach
+    # its processes: refused here, rather than run without it.
     if env:
         raise SandboxTerminalError(
             f"Server pool {pool.name!r} hands out pods already started, so the spec's env "
@@ -90,6 +87,24 @@ def create(
             )
         except sdk_exceptions() as e:
             raise explain(e, pool) from e
+
+
+@contextmanager
+def advising(drawn: WarmPool | ServerPool | None) -> Iterator[None]:
+    """For a sandbox of a server pool, add to a failed egress proof what the Pool must have."""
+    from opensandbox_provider.pool import ServerPool
+
+    try:
+        yield
+    except SandboxTerminalError as e:
+        if not isinstance(drawn, ServerPool):
+            raise
+        raise SandboxTerminalError(
+            f"{e} The sandbox came from server pool {drawn.name!r}, whose pods get no policy "
+            "from the task: the Pool's template must carry OpenSandbox's egress sidecar in "
+            "dns+nft mode with exactly this policy in OPENSANDBOX_EGRESS_RULES "
+            "(docs/pools.rst, 'Server pools')."
+        ) from e
 
 
 def explain(error: Exception, pool: ServerPool) -> Exception:

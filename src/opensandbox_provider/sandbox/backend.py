@@ -139,7 +139,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         without it or the task fails; an empty pool does the same by its ``when_empty``.
         A :class:`~opensandbox_provider.pool.ServerPool` instead names a Kubernetes ``Pool``
         the server takes each sandbox from; its pods come from the Pool's template, so a spec
-        that sets env or denies egress is refused, as are ``snapshot`` and ``volumes``.
+        that sets env is refused, as are ``snapshot`` and ``volumes``, and one that denies
+        egress is served only when the pod's own sidecar is proven to enforce its policy.
     """
 
     name = "opensandbox"
@@ -233,7 +234,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         sdk = None
         if isinstance(self.warm_pool, ServerPool):
             sdk = _server_pool.create(
-                self.warm_pool, self, env=env, policy=policy, metadata=metadata, config=config
+                self.warm_pool, self, env=env, metadata=metadata, config=config
             )
         elif self.warm_pool is not None:
             sdk = _pool.draw(
@@ -269,7 +270,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         try:
             waited = wait_until_ready(record, ready_timeout=self.ready_timeout)
             if policy is not None:
-                _policy.require_enforced(record.http, policy, sandbox=sdk.id)
+                with _server_pool.advising(drawn):
+                    _policy.require_enforced(record.http, policy, sandbox=sdk.id)
                 record.proven_policy = policy
                 log.info(
                     "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
