@@ -4,10 +4,11 @@ the server's refusals read."""
 from __future__ import annotations
 
 import copy
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
+from airflow.providers.common.compat.sdk import dag, task
 from opensandbox import SandboxSync
 from opensandbox.exceptions import SandboxApiException, SandboxTimeoutException
 from opensandbox.exceptions import SandboxError as SdkError
@@ -155,3 +156,16 @@ def test_the_operator_passes_a_server_pool_to_its_backend_and_survives_a_deep_co
     copied = copy.deepcopy(operator)
 
     assert copied.sandbox_arguments["warm_pool"] == POOL
+
+
+def test_the_decorator_refuses_requirements_with_a_server_pool_when_parsed() -> None:
+    @task.opensandbox(warm_pool=POOL, requirements=["requests"])
+    def needs_requests() -> None: ...
+
+    with pytest.raises(ValueError, match="Install them in the Pool's image"):
+
+        @dag(schedule=None, start_date=datetime(2026, 1, 1))
+        def holder() -> None:
+            needs_requests()
+
+        holder()
