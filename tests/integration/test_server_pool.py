@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -176,16 +177,22 @@ def pool_pods(pool: ServerPool) -> set[str]:
 
 
 @pytest.fixture
-def metadata_of(plain_server: ServerInfo, monkeypatch: pytest.MonkeyPatch):
+def manager(plain_server: ServerInfo, monkeypatch: pytest.MonkeyPatch):
+    """The SDK's lifecycle client on the ``plain`` server, to read sandboxes back."""
     for name, value in plain_server.airflow_connection_env(CONN_ID).items():
         monkeypatch.setenv(name, value)
     manager = SandboxManagerSync.create(OpenSandboxHook(CONN_ID).connection_config)
-    yield lambda sandbox: dict(manager.get_sandbox_info(sandbox).metadata or {})
+    yield manager
     manager.close()
 
 
+def seconds_left(manager: SandboxManagerSync, sandbox: str) -> float:
+    expires_at = manager.get_sandbox_info(sandbox).expires_at
+    return (expires_at - datetime.now(UTC)).total_seconds()
+
+
 def test_a_sandbox_from_a_server_pool_runs_in_a_pool_pod_and_is_gone_after(
-    server_pool, plain_server, backend_on, metadata_of
+    server_pool, plain_server, backend_on, manager
 ) -> None:
     backend = backend_on(plain_server, warm_pool=server_pool, sandbox_timeout=600)
     ti = task_instance("server_pool_dag", "pooled_task", try_number=2)
@@ -193,7 +200,11 @@ def test_a_sandbox_from_a_server_pool_runs_in_a_pool_pod_and_is_gone_after(
         handle = backend.create(spec=OPEN)
     try:
         ran = backend.run_command(handle, "hostname", timeout=30, max_output_bytes=1024)
-        metadata = metadata_of(handle)
+        metadata = dict(manager.get_sandbox_info(handle).metadata or {})
+        leased = seconds_left(manager, handle)
+        # A renewal, as the backend's lease holder makes, reaches the pooled BatchSandbox.
+        manager.renew_sandbox(handle, timedelta(seconds=1800))
+        renewed = seconds_left(manager, handle)
     finally:
         backend.destroy(handle)
 
@@ -203,6 +214,7 @@ def test_a_sandbox_from_a_server_pool_runs_in_a_pool_pod_and_is_gone_after(
     assert pod.startswith(f"{server_pool.name}-")
     assert TaskInstanceIdentity.read(metadata) == TaskInstanceIdentity.of(ti)
     assert metadata["created-by"] == "airflow" and metadata[LEASE_KEY] == "600"
+    assert 540 < leased <= 600 and 1740 < renewed <= 1800
     # Destroyed, the sandbox takes its pod with it: no later task gets what this one left.
     wait_for(lambda: pod not in pool_pods(server_pool), f"pod {pod} to go", GONE_SECONDS)
     wait_for(lambda: not named(handle, batchsandboxes()), f"sandbox {handle} to go", GONE_SECONDS)
