@@ -49,7 +49,8 @@ dist: setup
 RUNTIME ?= docker
 export RUNTIME
 KUBE_TESTS ?= tests/integration/test_lifecycle.py tests/integration/test_commands.py \
-	tests/integration/test_pause.py tests/integration/test_files.py tests/integration/test_workdir.py
+	tests/integration/test_pause.py tests/integration/test_files.py tests/integration/test_workdir.py \
+	tests/integration/test_server_pool.py
 ifeq ($(RUNTIME),kubernetes)
 test: setup lint docs kube-server-up
 	$(MAKE) --no-print-directory suite PYTEST_ARGS="$(KUBE_TESTS) $(PYTEST_ARGS)"

@@ -27,6 +27,7 @@ from opensandbox_provider.decorators._requirements import (
 )
 from opensandbox_provider.operators._files import check_files
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
+from opensandbox_provider.pool._server_pool import ServerPool
 from opensandbox_provider.sandbox._snapshots import prepare_snapshot
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
@@ -117,6 +118,13 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
         **kwargs: Any,
     ) -> None:
         self.requirements, self.pip_args = checked_requirements(requirements, pip_args, setup_spec)
+        if self.requirements and isinstance(kwargs.get("warm_pool"), ServerPool):
+            # Refused when the Dag is parsed, not after the requirements' snapshot is made.
+            raise ValueError(
+                f"Server pool {kwargs['warm_pool'].name!r} hands out pods started from its "
+                "template, so the function cannot run in the snapshot holding its requirements. "
+                "Install them in the Pool's image and drop requirements, or drop warm_pool."
+            )
         self.setup_spec = setup_spec
         if self.requirements and python_command is None:
             python_command = VENV_PYTHON

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from airflow.providers.common.ai.sandbox.base import SandboxExecResult
     from airflow.providers.common.compat.sdk import Asset, Context, ObjectStoragePath
 
-    from opensandbox_provider.pool import WarmPool
+    from opensandbox_provider.pool import ServerPool, WarmPool
     from opensandbox_provider.sandbox import HostPath, NamedVolume
 
 # How much of each stream's tail is kept: the stdout returned as the task's XCom, and the
@@ -138,9 +138,10 @@ class OpenSandboxOperator(BaseOperator):
     :param ready_timeout: Seconds a new sandbox has to start answering.
     :param max_output_bytes: How much of the tail of stdout and of stderr is kept.
     :param max_file_bytes: The largest file copied in or out.
-    :param warm_pool: A :class:`~opensandbox_provider.pool.WarmPool` to take the sandbox
-        from, ready, instead of creating it (see :doc:`/pools`); it is destroyed after the
-        task all the same. Named so because ``pool`` is every Airflow task's slot pool.
+    :param warm_pool: A :class:`~opensandbox_provider.pool.WarmPool`, or a
+        :class:`~opensandbox_provider.pool.ServerPool` on a Kubernetes server, to take the
+        sandbox from, ready, instead of creating it (see :doc:`/pools`); it is destroyed after
+        the task all the same. Named so because ``pool`` is every Airflow task's slot pool.
     """
 
     template_fields: Sequence[str] = (
@@ -190,7 +191,7 @@ class OpenSandboxOperator(BaseOperator):
         ready_timeout: float = 120.0,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-        warm_pool: WarmPool | None = None,
+        warm_pool: WarmPool | ServerPool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

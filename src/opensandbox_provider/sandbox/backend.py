@@ -29,7 +29,15 @@ from opensandbox_provider._sdk import OpenSandboxNotInstalled
 from opensandbox_provider.egress import _policy
 from opensandbox_provider.execd._execd import EXECD_PORT
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.sandbox import _arguments, _lifecycle, _pause, _pool, _volumes
+from opensandbox_provider.pool._server_pool import ServerPool
+from opensandbox_provider.sandbox import (
+    _arguments,
+    _lifecycle,
+    _pause,
+    _pool,
+    _server_pool,
+    _volumes,
+)
 from opensandbox_provider.sandbox._abandoned import Abandoned
 from opensandbox_provider.sandbox._creation import (
     connect,
@@ -129,6 +137,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         and never serves another task. The pool's arguments must equal this backend's and
         the task's spec, else the pool's ``on_mismatch`` says whether the sandbox is created
         without it or the task fails; an empty pool does the same by its ``when_empty``.
+        A :class:`~opensandbox_provider.pool.ServerPool` instead names a Kubernetes ``Pool``
+        the server takes each sandbox from; its pods come from the Pool's template, so a spec
+        that sets env is refused, as are ``snapshot`` and ``volumes``, and one that denies
+        egress is served only when the pod's own sidecar is proven to enforce its policy.
     """
 
     name = "opensandbox"
@@ -147,7 +159,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         snapshot: str | None = None,
         volumes: Sequence[_volumes.Mount] | None = None,
         pause_when_released: bool = False,
-        warm_pool: WarmPool | None = None,
+        warm_pool: WarmPool | ServerPool | None = None,
     ) -> None:
         _arguments.check_backend(
             image=image,
@@ -167,6 +179,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self.use_server_proxy = use_server_proxy
         self.workdir = _arguments.working_directory(workdir)
         self.pause_when_released = bool(pause_when_released)
+        if isinstance(warm_pool, ServerPool):
+            _server_pool.check_backend(
+                warm_pool, snapshot=self.snapshot, has_volumes=bool(self.volumes)
+            )
         self.warm_pool = warm_pool
         self._hook: OpenSandboxHook | None = None
         # One backend serves every run of a task in the process at once, so what it knows
@@ -216,7 +232,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         config = self._connection_config()
         started = time.monotonic()
         sdk = None
-        if self.warm_pool is not None:
+        if isinstance(self.warm_pool, ServerPool):
+            sdk = _server_pool.create(
+                self.warm_pool, self, env=env, metadata=metadata, config=config
+            )
+        elif self.warm_pool is not None:
             sdk = _pool.draw(
                 self.warm_pool,
                 wanted=pool_arguments(self, spec),
@@ -243,16 +263,17 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             self._sandboxes[sdk.id] = record
         log.info(
             "%s OpenSandbox sandbox %s from %s with %s, in %.2fs.",
-            f"Took from warm pool {drawn.name}" if drawn else "Created",
+            f"Took from {_pool_kind(drawn)} {drawn.name}" if drawn else "Created",
             sdk.id,
-            f"snapshot {self.snapshot}" if self.snapshot else f"image {self.image}",
+            self._made_from(drawn),
             _policy.describe(policy),
             time.monotonic() - started,
         )
         try:
             waited = wait_until_ready(record, ready_timeout=self.ready_timeout)
             if policy is not None:
-                _policy.require_enforced(record.http, policy, sandbox=sdk.id)
+                with _server_pool.advising(drawn):
+                    _policy.require_enforced(record.http, policy, sandbox=sdk.id)
                 record.proven_policy = policy
                 log.info(
                     "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
@@ -272,6 +293,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             "Sandbox %s is ready: execd answered its health check after %.2fs.", sdk.id, waited
         )
         return sdk.id
+
+    def _made_from(self, drawn: WarmPool | ServerPool | None) -> str:
+        if isinstance(drawn, ServerPool):
+            return "its Pool's pod template"
+        return f"snapshot {self.snapshot}" if self.snapshot else f"image {self.image}"
 
     # --- Reconnect ---
 
@@ -595,3 +621,7 @@ def _check_command(command: str, timeout: float) -> None:
     validate_positive_finite(timeout, "timeout")
     if not command.strip():
         raise SandboxError("The command is empty; give a shell command to run.")
+
+
+def _pool_kind(pool: WarmPool | ServerPool) -> str:
+    return "server pool" if isinstance(pool, ServerPool) else "warm pool"
