@@ -34,13 +34,10 @@ from opensandbox_provider.execd._deadline import bounded_by
 from opensandbox_provider.execd._http import SandboxHttp, read_at_most
 
 # How long execd may answer nothing at all, counted from when it last showed it was there,
-# before the sandbox is taken for frozen or gone: the stall window and an unanswered ping
-# added up (_execd's STALL_WINDOW and LIVENESS_PROBE_TIMEOUT), so a stream that broke by
-# silence is given up as soon as its ping has failed, not later. It covers a network blip
-# between the worker and the sandbox (a 15 s drop is ridden out); a frozen sandbox is noticed
-# this long after it froze, or at the backstop of the deadline plus its grace, whichever comes
-# first.
-EXECD_UNREACHABLE_BOUND = 25.0
+# before the sandbox is taken for frozen or gone. It covers a network blip between the worker
+# and the sandbox; a frozen sandbox is noticed this long after it froze, or at the backstop of
+# the deadline plus its grace, whichever comes first.
+EXECD_UNREACHABLE_BOUND = 30.0
 # How often execd is asked while the command still runs: a status read costs one small request.
 STATUS_POLL_INTERVAL = 1.0
 # How long one status request may take; a healthy execd answers in milliseconds.
