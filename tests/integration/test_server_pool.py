@@ -39,8 +39,11 @@ FILL_SECONDS = 90.0
 GONE_SECONDS = 60.0
 DISABLE_IPV6 = "/proc/sys/net/ipv6/conf/all/disable_ipv6"
 # What the egress pool's sidecars enforce, and the spec whose policy that is.
-ALLOWLIST = SandboxSpec(allow_egress_to=["pypi.org"])
-ALLOWLIST_RULES = {"defaultAction": "deny", "egress": [{"action": "allow", "target": "pypi.org"}]}
+ALLOWLIST = SandboxSpec(allow_egress_to=["allowed.test"])
+ALLOWLIST_RULES = {
+    "defaultAction": "deny",
+    "egress": [{"action": "allow", "target": "allowed.test"}],
+}
 
 
 def pool_template(stack: StackState, *, egress_rules: dict | None = None) -> dict:
@@ -240,7 +243,7 @@ def test_a_pool_sandbox_whose_sidecar_enforces_the_specs_policy_is_proven_and_ru
 def test_a_pool_sandbox_not_proven_to_enforce_the_specs_policy_is_destroyed(
     pool, server, backend_on, request
 ) -> None:
-    # Deny-all, where the egress pool's sidecars allow pypi.org and the plain pool's pods have
+    # Deny-all, where the egress pool's sidecars allow allowed.test and the plain pool's pods have
     # no sidecar at all.
     backend = backend_on(request.getfixturevalue(server), warm_pool=request.getfixturevalue(pool))
     before = batchsandboxes()

@@ -76,7 +76,7 @@ def test_the_create_names_the_pool_and_stamps_the_lease_and_identity(asked) -> N
 
 @pytest.mark.parametrize(
     "spec",
-    [None, SandboxSpec(), SandboxSpec(allow_egress_to=["pypi.org"])],
+    [None, SandboxSpec(), SandboxSpec(allow_egress_to=["allowed.test"])],
     ids=["no spec", "deny all", "allowlist"],
 )
 def test_no_policy_is_sent_with_the_pool_for_the_pods_own_sidecar_is_proven_instead(
