@@ -8,12 +8,15 @@ killing it by its PID mid-command disturbs no other test's server.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from dev.stack import images, processes, servers
 from dev.stack.servers import ServerSpec
-from dev.stack.state import ServerInfo
+from dev.stack.state import ServerInfo, StackState
 
 # Past the stack's three servers (ports 18090-18092, sandbox ports from 41000 for indexes 0-2),
 # one for each folder that stops a server: its port and its own range of sandbox ports.
@@ -56,3 +59,17 @@ class OwnServer:
 
     def stop(self) -> None:
         servers.stop_server(self.spec)
+
+
+@contextmanager
+def running_own_server(spec: ServerSpec, stack: StackState) -> Iterator[OwnServer]:
+    """``spec``'s server, on a key of its own and the stack's images, started, and stopped
+    after."""
+    server = OwnServer(
+        spec, secrets.token_urlsafe(24), images.ImageChoice(stack.images, stack.image_kinds)
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

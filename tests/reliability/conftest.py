@@ -4,17 +4,15 @@ every case repeats (no container left, no API key in any log line or error)."""
 from __future__ import annotations
 
 import logging
-import secrets
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxSpec
 
-from dev.stack.images import ImageChoice
 from dev.stack.state import ServerInfo, StackState
 from tests.containers import containers_of
-from tests.own_server import RELIABILITY, OwnServer
+from tests.own_server import RELIABILITY, OwnServer, running_own_server
 from tests.reliability.cleanup import destroy_directly
 from tests.reliability.faultproxy import FaultProxy
 
@@ -88,12 +86,8 @@ def sandboxes(plain_server: ServerInfo) -> Iterator[list[str]]:
 @pytest.fixture(scope="session")
 def own_server(stack: StackState) -> Iterator[OwnServer]:
     """A server only this suite uses, so killing or re-keying it disturbs no other test."""
-    server = OwnServer(
-        RELIABILITY, secrets.token_urlsafe(24), ImageChoice(stack.images, stack.image_kinds)
-    )
-    server.start()
-    yield server
-    server.stop()
+    with running_own_server(RELIABILITY, stack) as server:
+        yield server
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,9 +11,8 @@ import pytest
 from dev.airflow_stack import celery_topology
 from dev.airflow_stack.home import AIRFLOW_DIR
 from dev.airflow_stack.running import RunningAirflow, running_airflow
-from dev.stack.images import ImageChoice
 from dev.stack.state import ServerInfo, StackState
-from tests.own_server import TOPOLOGY, OwnServer
+from tests.own_server import TOPOLOGY, OwnServer, running_own_server
 
 HERE = Path(__file__).parent
 # The topology's own Dags, and the deferred ones of the local topology's tests that also run
@@ -45,9 +43,5 @@ def celery_airflow(plain_server: ServerInfo) -> Iterator[RunningAirflow]:
 @pytest.fixture(scope="session")
 def topology_server(stack: StackState) -> Iterator[OwnServer]:
     """A server only the topology's tests use, so stopping it disturbs no other test."""
-    server = OwnServer(
-        TOPOLOGY, secrets.token_urlsafe(24), ImageChoice(stack.images, stack.image_kinds)
-    )
-    server.start()
-    yield server
-    server.stop()
+    with running_own_server(TOPOLOGY, stack) as server:
+        yield server

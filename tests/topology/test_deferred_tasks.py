@@ -62,10 +62,15 @@ def _watched_sandbox(api: AirflowApi, dag_id: str, run_id: str, task_id: str) ->
     return str(api.xcom(dag_id, run_id, task_id, key="sandbox_id"))
 
 
-def _ticked(api: AirflowApi, dag_id: str, run_id: str, task_id: str, line: str) -> bool:
-    """Whether the command's ``line`` is in the task's log, as the trigger logs its stdout."""
-    events = api.task_log(dag_id, run_id, task_id)
-    return any(event.get("event") == f"[sandbox stdout] {line}" for event in events)
+def _wait_for_line(api: AirflowApi, dag_id: str, run_id: str, task_id: str, line: str) -> None:
+    """Wait until the command's ``line`` is in the task's log, as the trigger logs its stdout:
+    the trigger is watching the command."""
+
+    def logged() -> bool:
+        events = api.task_log(dag_id, run_id, task_id)
+        return any(event.get("event") == f"[sandbox stdout] {line}" for event in events)
+
+    _eventually(f"the command's {line!r} through the trigger", DEFER_TIMEOUT, logged)
 
 
 def test_a_killed_triggerers_trigger_is_taken_up_by_the_other_and_the_task_gets_its_output(
@@ -80,11 +85,7 @@ def test_a_killed_triggerers_trigger_is_taken_up_by_the_other_and_the_task_gets_
     assert holder in TRIGGERER_NAMES, holder
     [other] = set(TRIGGERER_NAMES) - {holder}
     try:
-        _eventually(
-            "the command's third line through the trigger",
-            DEFER_TIMEOUT,
-            lambda: _ticked(api, ticks.DAG_ID, run_id, ticks.TASK_ID, "tick 3"),
-        )
+        _wait_for_line(api, ticks.DAG_ID, run_id, ticks.TASK_ID, "tick 3")
         killed_at = time.monotonic()
         killed = topology.kill_triggerer(holder)
         print(f"\nSIGKILLed {holder}'s {len(killed)} processes while it watched {sandbox}")
@@ -125,11 +126,7 @@ def test_a_lifecycle_server_stopped_across_a_renewal_costs_the_deferred_task_not
     run_id = trigger(celery_airflow, server, short_lease.DAG_ID, conf={"seconds": LEASE_TICKS})
     sandbox = _watched_sandbox(api, short_lease.DAG_ID, run_id, short_lease.TASK_ID)
     try:
-        _eventually(
-            "the command's third line through the trigger",
-            DEFER_TIMEOUT,
-            lambda: _ticked(api, short_lease.DAG_ID, run_id, short_lease.TASK_ID, "tick 3"),
-        )
+        _wait_for_line(api, short_lease.DAG_ID, run_id, short_lease.TASK_ID, "tick 3")
         topology_server.stop()
         stopped_at = time.monotonic()
         # A renewal comes every third of the lease; the stop outlasts one.
@@ -157,11 +154,7 @@ def test_a_deferred_task_marked_failed_loses_its_sandbox_within_ten_seconds(
     run_id = trigger(celery_airflow, plain_server, ticks.DAG_ID, conf={"seconds": 300})
     sandbox = _watched_sandbox(api, ticks.DAG_ID, run_id, ticks.TASK_ID)
     try:
-        _eventually(
-            "the command's first line through the trigger",
-            DEFER_TIMEOUT,
-            lambda: _ticked(api, ticks.DAG_ID, run_id, ticks.TASK_ID, "tick 1"),
-        )
+        _wait_for_line(api, ticks.DAG_ID, run_id, ticks.TASK_ID, "tick 1")
         api.set_task_state(ticks.DAG_ID, run_id, ticks.TASK_ID, "failed")
         marked_at = time.monotonic()
         # Airflow 3.3 cancels the trigger and calls its on_kill, which destroys the sandbox.
