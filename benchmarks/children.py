@@ -10,6 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+# Imported here, once, before the threads that run children: several children that give up at
+# the same moment destroy their leftovers at once, and the SDK's manager module imported on
+# two threads at the same time was seen to fail with an ImportError on one of them.
+import opensandbox.sync.manager  # noqa: F401
+
 from dev.stack.state import read_state
 from tests.reliability.cleanup import destroy_directly
 

@@ -682,3 +682,37 @@ def test_a_server_slow_to_say_whether_the_sandbox_is_gone_does_not_stretch_the_b
     assert outcome["returned"], "the recovery waited on the server past its bound"
     assert isinstance(outcome["error"], httpx.RemoteProtocolError)
     assert asked_within and max(asked_within) <= _recovery.STATUS_REQUEST_TIMEOUT
+
+
+# The stream breaks only after the unreachable bound (1 s here) has passed, as when the ping
+# that followed the stall was held for its whole window.
+PAST_THE_BOUND = StreamWindows(stall=1.2)
+
+
+def test_a_break_past_the_bound_still_asks_execd_once_and_recovers(execd_with) -> None:
+    # A blip that ended with the ping: the status answers, so the command's real end returns
+    # and the sandbox is kept.
+    execd = execd_with(silent_after(frame("init", "id")))
+    execd.statuses = [ended(5, "exit status 5")]
+    outcome = run_in_thread(lambda: run(execd, windows=PAST_THE_BOUND))
+    assert outcome["returned"]
+    streamed = outcome["result"]
+    assert (streamed.abandoned, streamed.ending.exit_code) == (None, 5)
+    assert execd.status_requests == ["id"]
+
+
+def test_a_break_past_the_bound_whose_last_status_goes_unanswered_is_given_up(
+    execd_with, monkeypatch
+) -> None:
+    # A frozen sandbox: the one last question is held too, and is given up after its own
+    # short time, not the status request's full timeout.
+    monkeypatch.setattr(_recovery, "LAST_STATUS_TIMEOUT", 0.3)
+    monkeypatch.setattr(_recovery, "STATUS_REQUEST_TIMEOUT", 5.0)
+    execd = execd_with(silent_after(frame("init", "id")))
+    execd.statuses = [None]
+    started = time.monotonic()
+    streamed = run(execd, windows=PAST_THE_BOUND)
+    elapsed = time.monotonic() - started
+    assert "answered nothing for 1s" in streamed.abandoned
+    assert execd.status_requests == ["id"]
+    assert 1.2 + 0.3 <= elapsed < loaded(1.2 + 0.3)

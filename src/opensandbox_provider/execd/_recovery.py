@@ -7,7 +7,8 @@ status (docs/execd-wire.rst, wire-status). So a broken stream is not a lost comm
 asked for by id, on a fresh connection, until execd says it ended. Only two things give the
 command up, after which the caller destroys the sandbox to end it: execd answering nothing for
 :data:`EXECD_UNREACHABLE_BOUND` seconds since it last showed it was there (a byte of the stream
-or an answered ping), or the command's deadline plus the backstop's grace passing.
+or an answered ping) and to one last status request after that, or the command's deadline plus
+the backstop's grace passing.
 
 What the command wrote after the break cannot be read back: execd's log endpoint serves only
 background commands and refuses a foreground one (docs/execd-wire.rst, wire-logs). The result
@@ -34,10 +35,15 @@ from opensandbox_provider.execd._deadline import bounded_by
 from opensandbox_provider.execd._http import SandboxHttp, read_at_most
 
 # How long execd may answer nothing at all, counted from when it last showed it was there,
-# before the sandbox is taken for frozen or gone. It covers a network blip between the worker
-# and the sandbox; a frozen sandbox is noticed this long after it froze, or at the backstop of
-# the deadline plus its grace, whichever comes first.
-EXECD_UNREACHABLE_BOUND = 30.0
+# before the sandbox is taken for frozen or gone: the stream's stall window and the ping that
+# follows it (10 s and 15 s in ._execd), so a frozen sandbox is given up as soon as both have
+# gone unanswered, or at the backstop of the deadline plus its grace, whichever comes first.
+# A network blip shorter than that is ridden out (the 15 s drop of the network-fault proofs).
+EXECD_UNREACHABLE_BOUND = 25.0
+# The stream's break may come at the bound itself (a ping held for its whole window): execd is
+# still asked once for the command's status, this long at least, so a blip that ended with the
+# ping is recovered from rather than taken for a frozen sandbox.
+LAST_STATUS_TIMEOUT = 1.0
 # How often execd is asked while the command still runs: a status read costs one small request.
 STATUS_POLL_INTERVAL = 1.0
 # How long one status request may take; a healthy execd answers in milliseconds.
@@ -80,26 +86,33 @@ def await_end(
     server whether the sandbox still exists; it is asked only after a quick refusal, which a
     killed sandbox gives and a network blip does not.
     """
+    asked = False
     while True:
         now = time.monotonic()
         if now >= give_up_at:
             return GaveUp(overran)
         unreachable_at = last_contact + EXECD_UNREACHABLE_BOUND
-        if now >= unreachable_at:
+        if now >= unreachable_at and asked:
             return GaveUp(
                 f"the stream broke and execd then answered nothing for {EXECD_UNREACHABLE_BOUND:g}s"
             )
-        timeout = min(STATUS_REQUEST_TIMEOUT, unreachable_at - now, give_up_at - now)
-        answer = _ask(http, port, command_id, timeout)
+        # Past the bound only the one last question is left, and it gets its own short time.
+        ask_until = max(unreachable_at, now + LAST_STATUS_TIMEOUT)
+        answer = _ask(
+            http, port, command_id, min(STATUS_REQUEST_TIMEOUT, ask_until - now, give_up_at - now)
+        )
+        asked = True
         if isinstance(answer, CommandStatus):
             last_contact = time.monotonic()
             if answer.ended:
                 return Recovered(answer)
         elif answer == _UNKNOWN:
             return Recovered(None)
-        elif answer == _REFUSED and _known_gone(gone, unreachable_at):
+        elif answer == _REFUSED and _known_gone(gone, ask_until):
             return Recovered(None)
-        time.sleep(max(0.0, min(STATUS_POLL_INTERVAL, give_up_at - time.monotonic())))
+        now = time.monotonic()
+        until_bound = last_contact + EXECD_UNREACHABLE_BOUND - now
+        time.sleep(max(0.0, min(STATUS_POLL_INTERVAL, give_up_at - now, until_bound)))
 
 
 # What a status request can come to besides a status.
@@ -135,16 +148,17 @@ def _ask(http: SandboxHttp, port: int, command_id: str, timeout: float) -> Comma
         return _REFUSED
 
 
-def _known_gone(gone: Callable[[], bool], unreachable_at: float) -> bool:
+def _known_gone(gone: Callable[[], bool], ask_until: float) -> bool:
     """
     Whether the server says the sandbox is gone; a server that cannot say is no answer.
 
-    Asked within one status request's time, and never past the unreachable bound: the SDK
+    Asked within one status request's time, and never past the time the recovery may still
+    ask (the unreachable bound, or its one last question): the SDK
     retries a failed request and waits its full request timeout on each try, so a server
     that is restarting, or a lossy link to it, would otherwise hold the recovery past the
     bound it keeps, and a command execd could still have answered for would be given up.
     """
-    deadline = min(time.monotonic() + STATUS_REQUEST_TIMEOUT, unreachable_at)
+    deadline = min(time.monotonic() + STATUS_REQUEST_TIMEOUT, ask_until)
     try:
         with bounded_by(deadline):
             return gone()
