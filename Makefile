@@ -60,13 +60,13 @@ test: setup lint docs
 endif
 
 # The 30 slowest tests are printed and a JUnit report is kept, so where the suite's time goes
-# is known after every run. One process: pytest-xdist 3.8 groups tests (--dist loadgroup) by
-# suffixing their node ids, which pytest 9.2 no longer lets it do, so the folders that need
-# something to themselves (an Airflow home and its ports, network namespaces) would run side
-# by side and break each other.
+# is known after every run. SUITE_WORKERS pytest-xdist workers share the suite in units that
+# do not touch each other (tests/work_units.py): most tests wait on sandboxes rather than
+# compute, so three workers keep two cores busy. SUITE_WORKERS=0 runs it in one process.
+SUITE_WORKERS ?= 3
 suite:
 	mkdir -p artifacts
-	$(PY) -m pytest --durations=30 --junitxml=artifacts/junit.xml $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(SUITE_WORKERS) --durations=30 --junitxml=artifacts/junit.xml $(PYTEST_ARGS)
 
 unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -13,7 +13,7 @@ import pytest
 
 from dev.stack.images import ROLES
 from dev.stack.state import ServerInfo, StackState, read_state, runtime
-from tests import leak_check
+from tests import leak_check, work_units
 from tests.run_summary import RunSummary
 
 STACK_FIXTURES = {"stack", "plain_server", "dns_server", "dns_nft_server"}
@@ -24,10 +24,19 @@ def pytest_configure(config: pytest.Config) -> None:
     # The SDK otherwise posts telemetry to the server after every create.
     os.environ["OPENSANDBOX_DISABLE_METRICS"] = "1"
     _keep_the_stacks_named_images()
-    # What this run showed, for the claims table of docs/verification.rst.
-    config.pluginmanager.register(RunSummary.for_config(config), "run-summary")
+    if not leak_check.is_xdist_worker(config):
+        # What this run showed, for the claims table of docs/verification.rst; with xdist the
+        # controller hears every worker's reports and writes it once.
+        config.pluginmanager.register(RunSummary.for_config(config), "run-summary")
+    if getattr(config.option, "numprocesses", None):
+        # Airflow writes a default airflow.cfg into AIRFLOW_HOME the first time it is imported;
+        # here, before any worker starts, so that workers importing it at once do not race.
+        import airflow.configuration  # noqa: F401
     # Where it sees every sandbox of the run: this process, or xdist's controller.
     leak_check.register(config)
+    # With -n, how xdist's controller shares the suite among its workers (tests/work_units.py).
+    if config.pluginmanager.has_plugin("xdist") and not leak_check.is_xdist_worker(config):
+        config.pluginmanager.register(work_units, "opensandbox-work-units")
 
 
 def _keep_the_stacks_named_images() -> None:
@@ -43,7 +52,10 @@ def _keep_the_stacks_named_images() -> None:
             os.environ[variable] = state.images[role]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if leak_check.is_xdist_worker(config):
+        # Every worker collects, in the same order; the controller hands out units in it.
+        work_units.in_unit_order(items)
     # So that `-m "not stack"` selects exactly the tests that run without Docker.
     for item in items:
         if STACK_FIXTURES & set(item.fixturenames):

@@ -136,8 +136,12 @@ def read_state(runtime_name: str | None = None) -> StackState:
 
 def write_state(state: StackState) -> None:
     STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
-    STATE_FILE.write_text(state.to_json())
-    STATE_FILE.chmod(0o600)  # it holds the API key
+    # Written beside it and renamed over it: the suite's workers read it while `make demo`,
+    # run by one of them, writes it again, and must never read half of it.
+    written = STATE_FILE.with_name(f".{STATE_FILE.name}.{os.getpid()}")
+    written.write_text(state.to_json())
+    written.chmod(0o600)  # it holds the API key
+    written.replace(STATE_FILE)
 
 
 def remove_state() -> None:
