@@ -13,7 +13,7 @@ import pytest
 
 from dev.stack.images import ROLES
 from dev.stack.state import ServerInfo, StackState, read_state, runtime
-from tests import leak_check, work_units
+from tests import leak_check
 from tests.run_summary import RunSummary
 
 STACK_FIXTURES = {"stack", "plain_server", "dns_server", "dns_nft_server"}
@@ -35,7 +35,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # Where it sees every sandbox of the run: this process, or xdist's controller.
     leak_check.register(config)
     # With -n, how xdist's controller shares the suite among its workers (tests/work_units.py).
+    # Imported only then: the compatibility matrix's environments have no xdist.
     if config.pluginmanager.has_plugin("xdist") and not leak_check.is_xdist_worker(config):
+        from tests import work_units
+
         config.pluginmanager.register(work_units, "opensandbox-work-units")
 
 
@@ -54,6 +57,8 @@ def _keep_the_stacks_named_images() -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if leak_check.is_xdist_worker(config):
+        from tests import work_units
+
         # Every worker collects, in the same order; the controller hands out units in it.
         work_units.in_unit_order(items)
     # So that `-m "not stack"` selects exactly the tests that run without Docker.
