@@ -11,8 +11,8 @@ would. Two units are whole folders:
 - "host", tests/stack, tests/reliability, tests/network and tests/topology, which change what
   every other test stands on: they start and stop OpenSandbox servers of their own (a server
   that starts takes over the expiry of every sandbox on the Docker engine, whichever server
-  made it), freeze containers, change nftables rules on the Docker bridge, make network
-  namespaces, and count every OpenSandbox container on the engine. It runs last and alone:
+  made it), freeze containers, make network namespaces with nftables rules of their own on
+  the host, and count every OpenSandbox container on the engine. It runs last and alone:
   every worker but one stops as it runs out of files, and the last one left runs it once it
   has run its own, beside what the others still held (at most one test each, which
   tests/network, the unit's first folder, stands). Its folders run in the order collected.
