@@ -13,6 +13,7 @@ anywhere else, the name would go to the machine's nameserver.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -28,6 +29,10 @@ SUBNET_PREFIX = "10.247.31"
 PREFIX_LENGTH = 24
 BRIDGE_IP = f"{SUBNET_PREFIX}.1"
 NFT_TABLE = "afcelery"
+# Held (flock) by the process that made the network, for as long as the network is up: the
+# kernel lets go of it when that process dies, however it dies, so a bridge found with the claim
+# free is the leftover of a run that was killed, not a topology that is running.
+CLAIM = Path("/run/lock") / f"{BRIDGE}.claim"
 # SIGKILL takes effect at once; the bound only keeps a stuck kill from hanging a stop.
 KILL_WAIT_SECONDS = 10.0
 
@@ -85,14 +90,12 @@ def _marker(home: Path) -> Path:
 
 
 def create(home: Path, remote_hosts: Sequence[RemoteHost]) -> Path:
-    """Make the bridge, the namespaces and the hosts file; returns the hosts file."""
-    shown = subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True)
-    if shown.returncode == 0:
-        raise RuntimeError(
-            f"The bridge {BRIDGE} exists already, so another celery topology is running. Stop "
-            "it (Ctrl-C in its `make demo TOPOLOGY=celery`, or the end of its test session) "
-            "and start this one again."
-        )
+    """Make the bridge, the namespaces and the hosts file; returns the hosts file.
+
+    A network that a killed run left behind is removed first; one whose maker still runs is
+    refused.
+    """
+    _take_claim(remote_hosts)
     (home / "run").mkdir(parents=True, exist_ok=True)
     _ip("link", "add", BRIDGE, "type", "bridge")
     _marker(home).write_text("\n".join(host.namespace for host in remote_hosts) + "\n")
@@ -148,7 +151,51 @@ def remove(home: Path) -> bool:
     subprocess.run(["nft", "delete", "table", "inet", NFT_TABLE], capture_output=True)
     hosts_file(home).unlink(missing_ok=True)
     marker.unlink()
+    _release_claim()
     return True
+
+
+# The open claim of this process's network, if it made one.
+_claim_fd: int | None = None
+
+
+def _take_claim(remote_hosts: Sequence[RemoteHost]) -> None:
+    global _claim_fd
+    fd = os.open(CLAIM, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RuntimeError(
+            f"Another celery topology is running (the process that made the bridge {BRIDGE} "
+            "is alive). Stop it (Ctrl-C in its `make demo TOPOLOGY=celery`, or the end of its "
+            "test session) and start this one again."
+        ) from None
+    left_behind = os.read(fd, 4096).decode().split()
+    _remove_leftovers([*left_behind, *(host.namespace for host in remote_hosts)])
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, "".join(f"{host.namespace}\n" for host in remote_hosts).encode(), 0)
+    _claim_fd = fd
+
+
+def _release_claim() -> None:
+    global _claim_fd
+    if _claim_fd is not None:
+        os.close(_claim_fd)
+        _claim_fd = None
+
+
+def _remove_leftovers(namespaces: Sequence[str]) -> None:
+    """Remove what a killed run's network left: its hosts' processes, namespaces, the bridge
+    and its guard. Names only this module gives, so nothing else is touched."""
+    existing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    present = {line.split()[0] for line in existing.splitlines() if line.strip()}
+    for namespace in dict.fromkeys(namespaces):
+        if namespace in present:
+            kill_processes(namespace)
+            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+    subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+    subprocess.run(["nft", "delete", "table", "inet", NFT_TABLE], capture_output=True)
 
 
 def kill_processes(namespace: str) -> list[int]:
