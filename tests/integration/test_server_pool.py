@@ -7,19 +7,16 @@ only the Kubernetes runtime has pools.
 
 from __future__ import annotations
 
-import json
-import time
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 from opensandbox.sync.manager import SandboxManagerSync
 
-from dev.kube.opensandbox import NAMESPACE, batchsandboxes, kubectl
+from dev.kube import pools
+from dev.kube.opensandbox import batchsandboxes
+from dev.kube.pools import FILL_SECONDS
 from dev.stack.state import ServerInfo, StackState, runtime
 from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider._tags import LEASE_KEY
@@ -33,11 +30,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 OPEN = SandboxSpec(block_network=False)
-# A pod of the pool starts in a few seconds on the local cluster (docs/kubernetes.rst); this
-# leaves room for a busy two-core machine.
-FILL_SECONDS = 90.0
 GONE_SECONDS = 60.0
-DISABLE_IPV6 = "/proc/sys/net/ipv6/conf/all/disable_ipv6"
 # What the egress pool's sidecars enforce, and the spec whose policy that is.
 ALLOWLIST = SandboxSpec(allow_egress_to=["allowed.test"])
 ALLOWLIST_RULES = {
@@ -46,127 +39,26 @@ ALLOWLIST_RULES = {
 }
 
 
-def pool_template(stack: StackState, *, egress_rules: dict | None = None) -> dict:
-    """
-    A pod as the server builds one for a create of the stack's sandbox image: execd copied in
-    by an init container and started by its bootstrap script before the entrypoint, and with
-    ``egress_rules`` the egress sidecar enforcing them in ``dns+nft`` mode. A pool's pods are
-    started before any create, so the template has to carry what the server would otherwise
-    add.
-    """
-    installer = (
-        "cp ./execd /opt/opensandbox/execd && cp ./bootstrap.sh /opt/opensandbox/bootstrap.sh"
-        " && chmod +x /opt/opensandbox/execd /opt/opensandbox/bootstrap.sh"
-    )
-    binaries = {"name": "opensandbox-bin", "mountPath": "/opt/opensandbox"}
-    # Small, so that the pool's pods leave room on a two-core node for the other tests'.
-    resources = {"cpu": "250m", "memory": "256Mi"}
-    init = {
-        "name": "execd-installer",
-        "image": stack.images["execd"],
-        "command": ["/bin/sh", "-c", installer],
-        "volumeMounts": [binaries],
-    }
-    sandbox = {
-        "name": "sandbox",
-        "image": stack.sandbox_image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["/opt/opensandbox/bootstrap.sh", "tail", "-f", "/dev/null"],
-        "env": [{"name": "EXECD", "value": "/opt/opensandbox/execd"}],
-        "resources": {"limits": resources, "requests": resources},
-        "volumeMounts": [binaries],
-    }
-    containers = [sandbox]
-    if egress_rules is not None:
-        # As the server adds the sidecar for a create with a policy, less the sandbox's own
-        # id and token, which a pod started for no sandbox in particular cannot have.
-        init["command"] = ["/bin/sh", "-c", f"echo 1 > {DISABLE_IPV6}; {installer}"]
-        init["securityContext"] = {"privileged": True}
-        sandbox["securityContext"] = {"capabilities": {"drop": ["NET_ADMIN"]}}
-        containers.append(
-            {
-                "name": "egress",
-                "image": stack.images["egress"],
-                "env": [
-                    {"name": "OPENSANDBOX_EGRESS_RULES", "value": json.dumps(egress_rules)},
-                    {"name": "OPENSANDBOX_EGRESS_MODE", "value": "dns+nft"},
-                ],
-                "ports": [{"containerPort": 18080, "name": "egress-api"}],
-                "readinessProbe": {
-                    "httpGet": {"path": "/healthz", "port": 18080},
-                    "periodSeconds": 1,
-                    "failureThreshold": 30,
-                },
-                "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
-                "volumeMounts": [binaries],
-            }
-        )
-    return {
-        "metadata": {"labels": {"app": "airflow-test-server-pool"}},
-        "spec": {
-            "automountServiceAccountToken": False,
-            "volumes": [{"name": "opensandbox-bin", "emptyDir": {}}],
-            "initContainers": [init],
-            "containers": containers,
-        },
-    }
-
-
-def pools_api(server: ServerInfo) -> httpx.Client:
-    return httpx.Client(
-        base_url=f"http://{server.domain}/v1",
-        headers={"OPEN-SANDBOX-API-KEY": server.api_key},
-        timeout=30,
-    )
-
-
-@contextmanager
-def pool_on(server: ServerInfo, template: dict) -> Iterator[ServerPool]:
-    """A Pool of one idle pod (two at most) on the cluster, made through ``server``'s own pools
-    API, deleted with its pods when the block ends."""
-    pool = ServerPool(f"airflow-test-{uuid.uuid4().hex[:8]}")
-    capacity = {"bufferMin": 1, "bufferMax": 1, "poolMin": 1, "poolMax": 2}
-    with pools_api(server) as api:
-        made = api.post(
-            "/pools", json={"name": pool.name, "template": template, "capacitySpec": capacity}
-        )
-        assert made.status_code == 201, made.text
-        try:
-            wait_until_available(api, pool.name)
-            yield pool
-        finally:
-            api.delete(f"/pools/{pool.name}").raise_for_status()
-            wait_for(lambda: not pool_pods(pool), f"the pods of Pool {pool.name} to go")
-
-
 @pytest.fixture(scope="module")
 def server_pool(stack: StackState, plain_server: ServerInfo) -> Iterator[ServerPool]:
     """A Pool whose pods have no egress sidecar."""
-    with pool_on(plain_server, pool_template(stack)) as pool:
-        yield pool
+    with pools.pool_on(plain_server, pools.pool_template(stack)) as name:
+        yield ServerPool(name)
 
 
 @pytest.fixture(scope="module")
 def egress_pool(stack: StackState, dns_nft_server: ServerInfo) -> Iterator[ServerPool]:
     """A Pool whose pods' sidecars enforce ``ALLOWLIST`` at the address layer."""
-    with pool_on(dns_nft_server, pool_template(stack, egress_rules=ALLOWLIST_RULES)) as pool:
-        yield pool
-
-
-def wait_until_available(api: httpx.Client, name: str) -> None:
-    def available() -> bool:
-        status = api.get(f"/pools/{name}").json().get("status") or {}
-        return status.get("available", 0) >= 1
-
-    wait_for(available, f"Pool {name} to have an idle pod")
+    template = pools.pool_template(stack, egress_rules=ALLOWLIST_RULES)
+    with pools.pool_on(dns_nft_server, template) as name:
+        yield ServerPool(name)
 
 
 def wait_for(check, what: str, seconds: float = FILL_SECONDS) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"Waited {seconds:g}s for {what}.")
-        time.sleep(0.5)
+    try:
+        pools.wait_for(check, what, seconds)
+    except TimeoutError as waited:
+        pytest.fail(str(waited))
 
 
 def named(name: str, resources: set[str]) -> bool:
@@ -175,8 +67,7 @@ def named(name: str, resources: set[str]) -> bool:
 
 
 def pool_pods(pool: ServerPool) -> set[str]:
-    names = kubectl("get", "pods", "-n", NAMESPACE, "-o", "name", check=False).split()
-    return {n.removeprefix("pod/") for n in names if n.startswith(f"pod/{pool.name}-")}
+    return pools.pool_pods(pool.name)
 
 
 @pytest.fixture

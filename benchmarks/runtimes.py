@@ -1,0 +1,286 @@
+"""``python -m benchmarks.runtimes`` (``make bench RUNTIME=kubernetes``): our backend on
+OpenSandbox's Docker runtime and on its Kubernetes runtime, from one machine in one run.
+
+Both runtimes' ``plain`` servers (the Docker stack's and the local cluster's, see
+docs/kubernetes.rst) are measured round by round, alternating which goes first, so a slow
+moment of the machine falls on both alike; what a user notices is the ratio. The last row is
+the Kubernetes runtime's own warm start: a sandbox taken from a server ``Pool`` against a cold
+create of the same pod, the two alternating so the controller refills the pool meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.common.ai.sandbox.base import SandboxSpec
+
+from benchmarks import workloads
+from dev.stack.state import ServerInfo, read_state
+
+REPO = Path(__file__).resolve().parents[1]
+RUNTIMES = ("docker", "kubernetes")
+OPEN = SandboxSpec(block_network=False)
+CREATE_RUNS = 10
+ECHO_RUNS = 30
+# Smaller than the main bench's 200 MB and 256 MiB: a throughput, not a memory bound, is
+# what differs between the runtimes, and the rounds are many.
+LINES_BYTES = 20_000_000
+LINES_COMMAND = f"yes {workloads.LINE} | head -c {LINES_BYTES}"
+EXPORT_BYTES = 64 * workloads.MIB
+THROUGHPUT_RUNS = 3
+POOL_RUNS = 8
+# The pool's pod and the cold create's sandbox alike: small, so that both fit on a two-core
+# node beside the pool's idle pods.
+POOL_RESOURCES = {"cpu": "250m", "memory": "256Mi"}
+POOL_CAPACITY = {"bufferMin": 1, "bufferMax": 2, "poolMin": 1, "poolMax": 3}
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    title: str
+    unit: str
+    # Runtime -> samples; a runtime without the feature has none.
+    samples: dict[str, list[float]]
+
+    def median(self, runtime: str) -> float | None:
+        values = self.samples.get(runtime)
+        return statistics.median(values) if values else None
+
+    def as_dict(self) -> dict[str, Any]:
+        summary = {}
+        for runtime, values in self.samples.items():
+            summary[runtime] = {
+                "median": statistics.median(values),
+                "min": min(values),
+                "max": max(values),
+                "n": len(values),
+            }
+        return {"key": self.key, "title": self.title, "unit": self.unit, "runtimes": summary}
+
+
+def render(rows: list[Row], columns: tuple[str, ...]) -> str:
+    """The table: each runtime's median with its range, and the second column over the first."""
+    header = ["case", *(f"{name} (median, min-max)" for name in columns), "ratio"]
+    lines = [header]
+    for row in rows:
+        cells = [f"{row.title} [{row.unit}]"]
+        for runtime in columns:
+            values = row.samples.get(runtime)
+            cells.append(
+                f"{statistics.median(values):.3g} ({min(values):.3g}-{max(values):.3g})"
+                if values
+                else "-"
+            )
+        first, second = row.median(columns[0]), row.median(columns[1])
+        cells.append(f"{second / first:.2f}" if first and second is not None else "-")
+        lines.append(cells)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines
+    )
+
+
+def _backend(runtime: str, server: ServerInfo, image: str, **arguments: Any):
+    from opensandbox_provider.sandbox import OpenSandboxBackend
+
+    conn_id = f"opensandbox_bench_{runtime}"
+    # The backend reads its server from an Airflow connection, as in a Dag.
+    os.environ.update(server.airflow_connection_env(conn_id))
+    return OpenSandboxBackend(conn_id, image=image, **arguments)
+
+
+def _alternating(count: int) -> Iterator[tuple[str, ...]]:
+    for index in range(count):
+        yield RUNTIMES if index % 2 == 0 else RUNTIMES[::-1]
+
+
+def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.monotonic()
+    result = call()
+    return time.monotonic() - started, result
+
+
+def _ran(result, what: str) -> None:
+    if result.exit_code != 0:
+        raise RuntimeError(f"{what} failed: exit {result.exit_code}: {result.stderr[-400:]}")
+
+
+def latencies(backends: dict[str, Any]) -> list[Row]:
+    """Create to the first command's end, and create + destroy, from the same sandboxes."""
+    first: dict[str, list[float]] = {name: [] for name in backends}
+    whole: dict[str, list[float]] = {name: [] for name in backends}
+    # One unmeasured sandbox each: a first create after a server start copies execd out.
+    for backend in backends.values():
+        backend.destroy(backend.create(spec=OPEN))
+    for order in _alternating(CREATE_RUNS):
+        for runtime in order:
+            backend = backends[runtime]
+            created, handle = _timed(lambda b=backend: b.create(spec=OPEN))
+            ran, result = _timed(
+                lambda b=backend, h=handle: b.run_command(
+                    h, workloads.ECHO_COMMAND, timeout=60, max_output_bytes=workloads.CAP
+                )
+            )
+            destroyed, _ = _timed(lambda b=backend, h=handle: b.destroy(h))
+            _ran(result, f"The first command on {runtime}")
+            first[runtime].append(created + ran)
+            whole[runtime].append(created + destroyed)
+    return [
+        Row("create_destroy", "create + destroy", "s", whole),
+        Row("first_command", "create to the first command's end", "s", first),
+    ]
+
+
+@contextmanager
+def _open_sandboxes(backends: dict[str, Any]) -> Iterator[dict[str, str]]:
+    handles: dict[str, str] = {}
+    try:
+        for runtime, backend in backends.items():
+            handles[runtime] = backend.create(spec=OPEN)
+        yield handles
+    finally:
+        for runtime, handle in handles.items():
+            backends[runtime].destroy(handle)
+
+
+def on_open_sandboxes(backends: dict[str, Any]) -> list[Row]:
+    """``echo hi``, lines through the stream, and an export, on a sandbox each runtime keeps."""
+    echo: dict[str, list[float]] = {name: [] for name in backends}
+    lines: dict[str, list[float]] = {name: [] for name in backends}
+    export: dict[str, list[float]] = {name: [] for name in backends}
+    path = "/tmp/bench-runtimes-export.bin"
+    with _open_sandboxes(backends) as handles:
+        for order in _alternating(ECHO_RUNS):
+            for runtime in order:
+                seconds, result = _timed(
+                    lambda r=runtime: backends[r].run_command(
+                        handles[r], workloads.ECHO_COMMAND, timeout=60, max_output_bytes=64
+                    )
+                )
+                _ran(result, f"`echo hi` on {runtime}")
+                echo[runtime].append(seconds * 1000)
+        for runtime in RUNTIMES:
+            made = backends[runtime].run_command(
+                handles[runtime],
+                f"head -c {EXPORT_BYTES} /dev/urandom > {path}",
+                timeout=120,
+                max_output_bytes=1024,
+            )
+            _ran(made, f"Writing the export's file on {runtime}")
+        for order in _alternating(THROUGHPUT_RUNS):
+            for runtime in order:
+                backend, handle = backends[runtime], handles[runtime]
+                seconds, result = _timed(
+                    lambda b=backend, h=handle: b.run_command(
+                        h, LINES_COMMAND, timeout=300, max_output_bytes=workloads.CAP
+                    )
+                )
+                _ran(result, f"The lines on {runtime}")
+                lines[runtime].append(LINES_BYTES / 1e6 / seconds)
+                with open(os.devnull, "wb") as sink:
+                    seconds, written = _timed(
+                        lambda b=backend, h=handle, s=sink: b.export_file(
+                            h, path, s, max_bytes=2 * EXPORT_BYTES
+                        )
+                    )
+                if written != EXPORT_BYTES:
+                    raise RuntimeError(f"The export on {runtime} wrote {written} bytes.")
+                export[runtime].append(EXPORT_BYTES / workloads.MIB / seconds)
+    return [
+        Row("echo", "`echo hi` on an open sandbox", "ms", echo),
+        Row("lines", f"{LINES_BYTES // 1_000_000} MB of 100-byte lines", "MB/s", lines),
+        Row("export", f"export of {EXPORT_BYTES // workloads.MIB} MiB", "MiB/s", export),
+    ]
+
+
+def server_pool(server: ServerInfo) -> list[Row]:
+    """Create to the first command's end on the Kubernetes runtime: cold, and from a Pool."""
+    from dev.kube import pools
+    from opensandbox_provider.pool import ServerPool
+
+    stack = read_state("kubernetes")
+    template = pools.pool_template(stack, resources=POOL_RESOURCES)
+    samples: dict[str, list[float]] = {"cold": [], "pool": []}
+    with pools.pool_on(server, template, POOL_CAPACITY) as name:
+        arguments = {"cpu": POOL_RESOURCES["cpu"], "memory": POOL_RESOURCES["memory"]}
+        cold = _backend("kubernetes", server, stack.sandbox_image, **arguments)
+        pooled = _backend(
+            "kubernetes", server, stack.sandbox_image, warm_pool=ServerPool(name), **arguments
+        )
+        with pools.pools_api(server) as api:
+            for index in range(POOL_RUNS):
+                order = ("cold", "pool") if index % 2 == 0 else ("pool", "cold")
+                for kind in order:
+                    if kind == "pool":
+                        # Measured from an idle pod, as a pool sized for its load has one.
+                        pools.wait_for(lambda: pools.idle_pods(api, name) >= 1, "an idle pod")
+                    backend = pooled if kind == "pool" else cold
+                    started = time.monotonic()
+                    handle = backend.create(spec=OPEN)
+                    try:
+                        result = backend.run_command(
+                            handle, workloads.ECHO_COMMAND, timeout=60, max_output_bytes=64
+                        )
+                        samples[kind].append(time.monotonic() - started)
+                    finally:
+                        backend.destroy(handle)
+                    _ran(result, f"The first command ({kind})")
+    return [
+        Row(
+            "server_pool",
+            "Kubernetes: create to the first command's end, cold / from a server Pool",
+            "s",
+            samples,
+        )
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.runtimes", description=__doc__)
+    parser.add_argument("--json", type=Path, default=REPO / "artifacts" / "bench-runtimes.json")
+    args = parser.parse_args(argv)
+    states = {runtime: read_state(runtime) for runtime in RUNTIMES}
+    servers = {runtime: states[runtime].servers["plain"] for runtime in RUNTIMES}
+    backends = {
+        runtime: _backend(runtime, servers[runtime], states[runtime].sandbox_image)
+        for runtime in RUNTIMES
+    }
+    started = time.monotonic()
+    print("bench: create, first command and destroy, alternating runtimes ...", flush=True)
+    rows = latencies(backends)
+    print("bench: echo, lines and export on an open sandbox each ...", flush=True)
+    rows += on_open_sandboxes(backends)
+    print("bench: Kubernetes, cold against a server Pool ...", flush=True)
+    pool_rows = server_pool(servers["kubernetes"])
+    elapsed = time.monotonic() - started
+    print()
+    print(render(rows, RUNTIMES))
+    print()
+    print(render(pool_rows, ("cold", "pool")))
+    print(f"\nbench: {elapsed:.0f} s in all")
+    report = {
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "elapsed_s": elapsed,
+        "rows": [row.as_dict() for row in rows + pool_rows],
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"bench: wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
