@@ -13,7 +13,7 @@ import pytest
 
 from dev.stack.images import ROLES
 from dev.stack.state import ServerInfo, StackState, read_state, runtime
-from tests import leak_check
+from tests import kubernetes_selection, leak_check
 from tests.run_summary import RunSummary
 
 STACK_FIXTURES = {"stack", "plain_server", "dns_server", "dns_nft_server"}
@@ -56,6 +56,8 @@ def _keep_the_stacks_named_images() -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if runtime() == "kubernetes":
+        kubernetes_selection.keep_what_runs_on_kubernetes(config, items)
     if leak_check.is_xdist_worker(config):
         from tests import work_units
 

@@ -23,10 +23,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 RUN_SUMMARY = ROOT / "artifacts" / "run-summary.json"
 RECORDED = ROOT / "docs" / "verification"
-# The two kinds of run the docs report: CI's, on our stand-ins, and the one by hand on the
-# images named with EXECD_IMAGE and EGRESS_IMAGE (the real execd and egress sidecar).
+# The kinds of run the docs report: CI's, on our stand-ins, the one by hand on the images named
+# with EXECD_IMAGE and EGRESS_IMAGE (the real execd and egress sidecar), and the one by hand
+# against OpenSandbox's Kubernetes runtime (RUNTIME=kubernetes, docs/kubernetes.rst).
 STAND_INS = "stand-ins"
 NAMED_IMAGES = "named-images"
+KUBERNETES = "kubernetes"
 # A function's outcome over its parameters: the worst of them, so one failing case is seen.
 OUTCOME_ORDER = ("failed", "error", "skipped", "passed")
 
@@ -96,7 +98,7 @@ class RunSummary:
     def as_json(self, exitstatus: int) -> dict[str, Any]:
         images = _stack_images()
         return {
-            "kind": NAMED_IMAGES if images.get("named") else STAND_INS,
+            "kind": _kind(images),
             "commit": _git("rev-parse", "HEAD"),
             "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
             "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -107,6 +109,14 @@ class RunSummary:
             "needs_stack": sorted(self.needs_stack),
             "tests": dict(sorted(self.outcomes.items())),
         }
+
+
+def _kind(images: dict[str, Any]) -> str:
+    from dev.stack.state import runtime
+
+    if runtime() == "kubernetes":
+        return KUBERNETES
+    return NAMED_IMAGES if images.get("named") else STAND_INS
 
 
 def _stack_images() -> dict[str, Any]:

@@ -40,6 +40,7 @@ from dev.kube.paths import (
     KUBELET_DIR,
     LOCK_FILE,
     PKI_DIR,
+    POD_RESOLV_CONF,
     PROCESSES,
     STATE_FILE,
 )
@@ -154,7 +155,8 @@ def _write_configuration(node_ip: str) -> None:
         path = ADMIN_KUBECONFIG if stem == "admin" else LAYOUT.kubeconfig(stem)
         path.write_text(json.dumps(kubeconfig, indent=2) + "\n")
         path.chmod(0o600)
-    kubelet = config.kubelet_config(PKI_DIR, CONTAINERD_SOCKET, node_ip)
+    POD_RESOLV_CONF.write_text(config.resolv_conf(network.gateway_ip()))
+    kubelet = config.kubelet_config(PKI_DIR, CONTAINERD_SOCKET, node_ip, POD_RESOLV_CONF)
     (CONFIG_DIR / "kubelet.json").write_text(json.dumps(kubelet, indent=2) + "\n")
     CNI_CONF_DIR.mkdir(parents=True, exist_ok=True)
     conflist = network.cni_conflist(KUBE_DIR / "cni" / "ipam")

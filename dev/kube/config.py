@@ -50,7 +50,15 @@ def kubeconfig(ca_cert: Path, client_cert: Path, client_key: Path, user: str) ->
     }
 
 
-def kubelet_config(pki: Path, runtime_socket: Path, node_ip: str) -> dict[str, Any]:
+def resolv_conf(nameserver: str) -> str:
+    """The resolv.conf the kubelet hands every pod: our resolver's, so a pod resolves names
+    only through it, as the Docker stack's sandboxes do (dev/stack/resolver.py)."""
+    return f"nameserver {nameserver}\n"
+
+
+def kubelet_config(
+    pki: Path, runtime_socket: Path, node_ip: str, resolv_conf_file: Path
+) -> dict[str, Any]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -70,7 +78,7 @@ def kubelet_config(pki: Path, runtime_socket: Path, node_ip: str) -> dict[str, A
         "cgroupDriver": "cgroupfs",
         "failSwapOn": False,
         "clusterDomain": CLUSTER_DOMAIN,
-        "resolvConf": "/etc/resolv.conf",
+        "resolvConf": str(resolv_conf_file),
         # Images are imported by hand and cannot be pulled again, so the kubelet must never
         # collect them; and a busy shared disk must not evict test pods or taint the node.
         "imageGCHighThresholdPercent": 100,

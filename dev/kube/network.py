@@ -21,6 +21,12 @@ CNI_NETWORK = "opensandbox-kube"
 CNI_VERSION = "1.0.0"
 
 
+def gateway_ip() -> str:
+    """This host's address on the pod bridge (the bridge plugin's gateway, the range's first):
+    where a pod reaches the host, and our resolver for pods listens."""
+    return str(next(ipaddress.ip_network(POD_CIDR).hosts()))
+
+
 def service_ip() -> str:
     """The ``kubernetes`` Service's address: the first of the service range."""
     return str(next(ipaddress.ip_network(SERVICE_CIDR).hosts()))

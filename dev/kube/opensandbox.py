@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import os
 import subprocess
+import sys
 import time
 import tomllib
 import urllib.error
@@ -21,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dev.kube import api, components, config, runtime
-from dev.kube.paths import ADMIN_KUBECONFIG, CONTAINERD_SOCKET, KUBE_DIR, PROCESSES
+from dev.kube import api, components, config, network, runtime
+from dev.kube.paths import ADMIN_KUBECONFIG, CONTAINERD_SOCKET, KUBE_DIR, PROCESSES, REPO
 from dev.kube.paths import SERVER_STATE_FILE as STATE_FILE
 from dev.stack import servers as stack_servers
 from dev.stack.paths import SERVER_VENV
+from dev.stack.resolver import DEFAULT_ZONE
 from dev.stack.state import ServerInfo, StackState, read_state
 
 NAMESPACE = "opensandbox"
@@ -34,7 +36,12 @@ CONTROLLER = "opensandbox-controller"
 CONTROLLER_HEALTH = "127.0.0.1:18181"
 HOST = "127.0.0.1"
 # The pod network's gateway on the bridge: the address a pod reaches this host at.
-BRIDGE_IP = "10.213.0.1"
+BRIDGE_IP = network.gateway_ip()
+# Our resolver for the pods, on that address (the kubelet names it in every pod's resolv.conf):
+# the network tests' names resolve to it, where their listeners wait, and nothing else resolves.
+RESOLVER = "kube-resolver"
+RESOLVER_PORT = 53
+ZONE = dict.fromkeys(DEFAULT_ZONE, BRIDGE_IP)
 CONTROLLER_SECONDS = 60.0
 SERVER_SECONDS = 60.0
 DELETE_SECONDS = 120
@@ -104,6 +111,8 @@ def up() -> StackState:
         "The OpenSandbox controller is not healthy",
         CONTROLLER,
     )
+    if PROCESSES.find(RESOLVER) is None:
+        _start_resolver()
     key = stack_servers.api_key()
     for server in SERVERS:
         _ensure_server(server, key, docker_stack.images)
@@ -118,6 +127,7 @@ def up() -> StackState:
         servers={s.name: ServerInfo(s.name, HOST, s.port, key, s.egress_mode) for s in SERVERS},
         sandbox_image=docker_stack.sandbox_image,
         bridge_ip=BRIDGE_IP,
+        resolver={"host": BRIDGE_IP, "port": RESOLVER_PORT, "zone": ZONE},
         images=docker_stack.images,
         image_kinds=docker_stack.image_kinds,
     )
@@ -141,7 +151,7 @@ def down() -> list[str]:
             check=False,
         )
         done.append(f"batchsandboxes: {deleted.strip() or 'none'}")
-    for name in [s.process_name for s in SERVERS] + [CONTROLLER]:
+    for name in [s.process_name for s in SERVERS] + [CONTROLLER, RESOLVER]:
         if PROCESSES.stop(name):
             done.append(f"stopped {name}")
     STATE_FILE.unlink(missing_ok=True)
@@ -150,6 +160,7 @@ def down() -> list[str]:
 
 def status() -> str:
     lines = [f"{CONTROLLER}: {_pid(CONTROLLER)}"]
+    lines.append(f"resolver for pods ({BRIDGE_IP}:{RESOLVER_PORT}): {_pid(RESOLVER)}")
     for server in SERVERS:
         egress = f", egress {server.egress_mode}" if server.egress_mode else ""
         lines.append(
@@ -214,6 +225,15 @@ def _ensure_server(server: KubeServer, key: str, images: dict[str, str]) -> None
     env.pop("OPENSANDBOX_SERVER_API_KEY", None)  # it would override the key in the config
     argv = [str(SERVER_VENV / "bin" / "opensandbox-server"), "--config", str(config_path)]
     PROCESSES.start(server.process_name, argv, env=env)
+
+
+def _start_resolver() -> None:
+    # The bridge plugin makes the pod bridge, and so the address, with the first pod; the
+    # resolver binds as soon as it exists.
+    zone = [arg for name, ip in ZONE.items() for arg in ("--zone", f"{name}={ip}")]
+    argv = [sys.executable, "-m", "dev.stack.resolver", "--bind", BRIDGE_IP]
+    argv += ["--port", str(RESOLVER_PORT), "--await-address", *zone]
+    PROCESSES.start(RESOLVER, argv, cwd=REPO)
 
 
 def _controller_paths() -> tuple[Path, Path]:

@@ -18,6 +18,8 @@ LOCK_FILE = KUBE_DIR / "lock"
 PKI_DIR = KUBE_DIR / "pki"
 CONFIG_DIR = KUBE_DIR / "config"
 CNI_CONF_DIR = KUBE_DIR / "cni" / "net.d"
+# What the kubelet writes into each pod's /etc/resolv.conf.
+POD_RESOLV_CONF = CONFIG_DIR / "pod-resolv.conf"
 ETCD_DIR = KUBE_DIR / "etcd"
 CONTAINERD_DIR = KUBE_DIR / "containerd"
 CONTAINERD_SOCKET = CONTAINERD_DIR / "containerd.sock"

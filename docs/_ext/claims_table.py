@@ -4,6 +4,8 @@
 ``docs/verification/<kind>.json`` (tests/run_summary.py) say which of those tests passed, on
 which commit and which images. So the table's last column is never kept by hand: a claim is
 shown as passed on a kind of run only when every test it cites passed in that kind's last run.
+The Docker runtime's kinds share the "Passed on" column; the Kubernetes runtime's run, of the
+tests that are not about the Docker stack, has a column of its own.
 """
 
 from __future__ import annotations
@@ -22,8 +24,13 @@ from sphinx.util.docutils import SphinxDirective
 DOCS = Path(__file__).resolve().parent.parent
 CLAIMS = DOCS / "claims.toml"
 RECORDED = DOCS / "verification"
-# Kinds of run, in the order the docs name them, with how a reader knows them.
+# Kinds of run on the Docker runtime, in the order the docs name them, with how a reader knows
+# them: the "Passed on" column.
 KINDS = {"stand-ins": "stand-ins", "named-images": "named images"}
+# The run against OpenSandbox's Kubernetes runtime (docs/kubernetes.rst): a column of its own,
+# since it runs only the tests that are not about the Docker stack.
+KUBERNETES = "kubernetes"
+ALL_KINDS = {**KINDS, KUBERNETES: "Kubernetes runtime"}
 # A reference to a test: a test function's name, a test file, or a file's function.
 REFERENCE = re.compile(r"``((?:tests/[\w/]+\.py(?:::\w+)*)|(?:test_\w+))``")
 
@@ -41,7 +48,7 @@ def load_claims(path: Path = CLAIMS) -> list[dict[str, str]]:
 def load_runs(directory: Path = RECORDED) -> dict[str, dict[str, Any]]:
     """The last recorded run of each kind that has one."""
     runs = {}
-    for kind in KINDS:
+    for kind in ALL_KINDS:
         path = directory / f"{kind}.json"
         if path.exists():
             runs[kind] = json.loads(path.read_text())
@@ -75,7 +82,8 @@ def needs_stack(reference: str, run: dict[str, Any]) -> bool:
 
 
 def passed_on(cited: list[str], runs: dict[str, dict[str, Any]]) -> str:
-    """The last column of a claim's row."""
+    """The "Passed on" column of a claim's row: the Docker runtime's kinds of run."""
+    runs = {kind: run for kind, run in runs.items() if kind in KINDS}
     passed = [
         kind
         for kind, run in runs.items()
@@ -97,6 +105,24 @@ def passed_on(cited: list[str], runs: dict[str, dict[str, Any]]) -> str:
     return text
 
 
+def on_kubernetes(cited: list[str], runs: dict[str, dict[str, Any]]) -> str:
+    """The "Kubernetes runtime" column of a claim's row: its tests' outcomes in that run."""
+    docker = [run for kind, run in runs.items() if kind in KINDS]
+    if cited and docker and not any(needs_stack(r, run) for run in docker for r in cited):
+        return "no stack needed"
+    run = runs.get(KUBERNETES)
+    if run is None:
+        return "no run recorded"
+    outcomes = [outcome_of(reference, run) for reference in cited]
+    for verdict in ("failed", "passed", "skipped", "not run"):
+        if all(outcome == verdict for outcome in outcomes):
+            return verdict
+    if "failed" in outcomes:
+        return "failed"
+    counts = {o: outcomes.count(o) for o in ("passed", "skipped", "not run") if o in outcomes}
+    return ", ".join(f"{count} {outcome}" for outcome, count in counts.items()) + " of its tests"
+
+
 def commits_behind(commit: str, root: Path = DOCS.parent) -> int | None:
     """How many commits HEAD is past ``commit``; None when this checkout cannot tell."""
     try:
@@ -115,7 +141,7 @@ def commits_behind(commit: str, root: Path = DOCS.parent) -> int | None:
 def run_sentence(kind: str, run: dict[str, Any] | None, behind: int | None) -> str:
     """One recorded run, as the page states it."""
     if run is None:
-        return f"**{KINDS[kind]}**: no run of this kind is recorded yet."
+        return f"**{ALL_KINDS[kind]}**: no run of this kind is recorded yet."
     counts: dict[str, int] = {}
     for outcome in run["tests"].values():
         counts[outcome] = counts.get(outcome, 0) + 1
@@ -131,7 +157,7 @@ def run_sentence(kind: str, run: dict[str, Any] | None, behind: int | None) -> s
     )
     images = ", ".join(f"{role} ``{image}``" for role, image in sorted(run["images"].items()))
     return (
-        f"**{KINDS[kind]}**: commit ``{run['commit'][:12]}`` ({where}), finished "
+        f"**{ALL_KINDS[kind]}**: commit ``{run['commit'][:12]}`` ({where}), finished "
         f"{run['finished_at']}; images: {images or 'none'}; test functions: {tally}."
     )
 
@@ -140,16 +166,19 @@ def table_lines(claims: list[dict[str, str]], runs: dict[str, dict[str, Any]]) -
     lines = [
         ".. list-table::",
         "   :header-rows: 1",
-        "   :widths: 40 42 18",
+        "   :widths: 36 38 14 12",
         "",
         "   * - Claim",
         "     - Test",
         "     - Passed on",
+        "     - Kubernetes runtime",
     ]
     for claim in claims:
+        cited = references(claim["tests"])
         lines += _cell("   * - ", claim["claim"])
         lines += _cell("     - ", claim["tests"])
-        lines += _cell("     - ", passed_on(references(claim["tests"]), runs))
+        lines += _cell("     - ", passed_on(cited, runs))
+        lines += _cell("     - ", on_kubernetes(cited, runs))
     return lines
 
 
@@ -161,7 +190,7 @@ def _cell(lead: str, text: str) -> list[str]:
 class _GeneratedDirective(SphinxDirective):
     def parsed(self, lines: list[str]) -> list[nodes.Node]:
         self.env.note_dependency(str(CLAIMS))
-        for kind in KINDS:
+        for kind in ALL_KINDS:
             self.env.note_dependency(str(RECORDED / f"{kind}.json"))
         container = nodes.container()
         self.state.nested_parse(
@@ -183,7 +212,7 @@ class RecordedRuns(_GeneratedDirective):
     def run(self) -> list[nodes.Node]:
         runs = load_runs()
         lines = []
-        for kind in KINDS:
+        for kind in ALL_KINDS:
             run = runs.get(kind)
             behind = None if run is None else commits_behind(run["commit"])
             lines += ["* " + run_sentence(kind, run, behind), ""]

@@ -56,9 +56,37 @@ def test_a_claim_skipped_on_the_named_images_says_so() -> None:
     assert claims_table.passed_on(["test_stall"], runs) == "stand-ins (skipped on named images)"
 
 
+def test_the_kubernetes_column_says_what_its_run_showed_and_leaves_the_docker_column_alone() -> (
+    None
+):
+    stack = ("tests/k.py::test_create", "tests/k.py::test_pause", "tests/k.py::test_docker")
+    docker = {"tests/k.py::test_create": "passed", "tests/k.py::test_pause": "passed"}
+    runs = {
+        "stand-ins": _run({**docker, "tests/k.py::test_docker": "passed"}, stack),
+        "named-images": _run({**docker, "tests/k.py::test_docker": "passed"}, stack),
+        "kubernetes": _run(
+            {"tests/k.py::test_create": "passed", "tests/k.py::test_pause": "skipped"}, stack
+        ),
+    }
+    assert claims_table.passed_on(["test_pause"], runs) == "both"
+    assert claims_table.on_kubernetes(["test_create"], runs) == "passed"
+    assert claims_table.on_kubernetes(["test_pause"], runs) == "skipped"
+    # A test outside the Kubernetes run (one about the Docker stack itself).
+    assert claims_table.on_kubernetes(["test_docker"], runs) == "not run"
+    assert (
+        claims_table.on_kubernetes(["test_create", "test_pause", "test_docker"], runs)
+        == "1 passed, 1 skipped, 1 not run of its tests"
+    )
+    runs["kubernetes"]["tests"]["tests/k.py::test_create"] = "failed"
+    assert claims_table.on_kubernetes(["test_create", "test_pause"], runs) == "failed"
+    del runs["kubernetes"]
+    assert claims_table.on_kubernetes(["test_create"], runs) == "no run recorded"
+
+
 def test_a_claim_whose_tests_need_no_stack_says_so() -> None:
     runs = {"stand-ins": _run({"tests/unit/u.py::test_pure": "passed"})}
     assert claims_table.passed_on(["test_pure"], runs) == "no stack needed"
+    assert claims_table.on_kubernetes(["test_pure"], runs) == "no stack needed"
 
 
 def test_a_recorded_run_says_how_far_behind_head_it_is() -> None:

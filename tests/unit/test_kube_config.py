@@ -89,6 +89,7 @@ def test_docker_routes_default_route_and_our_own_bridge_are_no_clash():
 
 def test_the_service_address_is_the_first_of_the_service_range():
     assert network.service_ip() == "10.214.0.1"
+    assert network.gateway_ip() == "10.213.0.1"
 
 
 def test_kubeconfig_names_the_loopback_apiserver_and_the_certificate_files():
@@ -99,8 +100,13 @@ def test_kubeconfig_names_the_loopback_apiserver_and_the_certificate_files():
 
 
 def test_the_kubelet_never_collects_imported_images_and_refuses_anonymous_calls():
-    kubelet = config.kubelet_config(Path("/pki"), Path("/run/c.sock"), "192.0.2.2")
+    kubelet = config.kubelet_config(
+        Path("/pki"), Path("/run/c.sock"), "192.0.2.2", Path("/kube/pod-resolv.conf")
+    )
     assert kubelet["imageGCHighThresholdPercent"] == 100
+    # Pods resolve through the file the cluster writes, never the machine's own resolver.
+    assert kubelet["resolvConf"] == "/kube/pod-resolv.conf"
+    assert config.resolv_conf("10.213.0.1") == "nameserver 10.213.0.1\n"
     assert kubelet["authentication"]["anonymous"]["enabled"] is False
     assert kubelet["readOnlyPort"] == 0
     assert kubelet["containerRuntimeEndpoint"] == "unix:///run/c.sock"
