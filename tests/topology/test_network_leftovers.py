@@ -21,7 +21,8 @@ from dev.airflow_stack import network
 BRIDGE = "afctest0"
 TABLE = "afctest"
 SUBNET_PREFIX = "10.247.32"
-HOST = network.RemoteHost("afctest-host", f"{SUBNET_PREFIX}.11")
+# Its last octet names its links (afc99b, afc99n): one the topology's hosts never have.
+HOST = network.RemoteHost("afctest-host", f"{SUBNET_PREFIX}.99")
 
 # Makes the network in a process of its own, starts a process on its host, prints that
 # process's PID and waits to be killed, as a `make demo` killed mid-run would.
