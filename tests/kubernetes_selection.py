@@ -16,6 +16,7 @@ import pytest
 ON_KUBERNETES = (
     "integration/",
     "sidebyside/",
+    "network/",
     "airflow_path/test_system_test_dag.py",
     "airflow_path/test_operator_dag.py",
 )

@@ -110,6 +110,9 @@ def _bring_up(started: list[str]) -> None:
         note(f"in {next(iter(binaries.values())).parent}")
     node_ip = network.node_ip()
     network.check_free()
+    with _step("pod bridge") as note:
+        made = network.ensure_bridge()
+        note(f"made {', '.join(made)}" if made else "present")
     with _step("certificates and configuration") as note:
         pki.ensure_pki(PKI_DIR, config.NODE_NAME, node_ip, network.service_ip())
         _write_configuration(node_ip)
@@ -155,7 +158,7 @@ def _write_configuration(node_ip: str) -> None:
         path = ADMIN_KUBECONFIG if stem == "admin" else LAYOUT.kubeconfig(stem)
         path.write_text(json.dumps(kubeconfig, indent=2) + "\n")
         path.chmod(0o600)
-    POD_RESOLV_CONF.write_text(config.resolv_conf(network.gateway_ip()))
+    POD_RESOLV_CONF.write_text(config.resolv_conf(network.RESOLVER_IP))
     kubelet = config.kubelet_config(PKI_DIR, CONTAINERD_SOCKET, node_ip, POD_RESOLV_CONF)
     (CONFIG_DIR / "kubelet.json").write_text(json.dumps(kubelet, indent=2) + "\n")
     CNI_CONF_DIR.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,11 @@ SERVICE_CIDR = "10.214.0.0/24"
 BRIDGE = "osbkube0"
 CNI_NETWORK = "opensandbox-kube"
 CNI_VERSION = "1.0.0"
+# Our resolver for the pods, on the bridge beside the gateway and kept out of the pods' range:
+# apart from the gateway, where the network tests' listeners wait, because an egress sidecar
+# lets a sandbox reach its nameserver whatever its policy.
+RESOLVER_IP = "10.213.0.254"
+LAST_POD_IP = "10.213.0.250"
 
 
 def gateway_ip() -> str:
@@ -50,7 +55,7 @@ def cni_conflist(ipam_dir: Path) -> dict[str, Any]:
                 "ipam": {
                     "type": "host-local",
                     "dataDir": str(ipam_dir),
-                    "ranges": [[{"subnet": POD_CIDR}]],
+                    "ranges": [[{"subnet": POD_CIDR, "rangeEnd": LAST_POD_IP}]],
                     "routes": [{"dst": POD_CIDR}],
                 },
             },
@@ -95,6 +100,35 @@ def check_free(routes: list[dict[str, Any]] | None = None) -> None:
                     f"range {wanted}. Change POD_CIDR or SERVICE_CIDR in dev/kube/network.py "
                     "to a range no interface here uses."
                 )
+
+
+def ensure_bridge() -> list[str]:
+    """Makes the pod bridge with the gateway's address, and the resolver's address on it,
+    unless they are there; returns what it made.
+
+    The bridge plugin would make the bridge with the first pod; made here, this host has both
+    addresses from the start, for the pods' resolver and for the listeners the network tests
+    open before any sandbox exists. The plugin takes a bridge it finds whose first address is
+    its gateway's, so the resolver's comes second.
+    """
+    made = []
+    prefix = ipaddress.ip_network(POD_CIDR).prefixlen
+    if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode:
+        _ip("link", "add", BRIDGE, "type", "bridge")
+        _ip("addr", "add", f"{gateway_ip()}/{prefix}", "dev", BRIDGE)
+        _ip("link", "set", BRIDGE, "up")
+        made.append(BRIDGE)
+    shown = subprocess.run(
+        ["ip", "-o", "-4", "addr", "show", "dev", BRIDGE], capture_output=True, text=True
+    ).stdout
+    if f" {RESOLVER_IP}/" not in shown:
+        _ip("addr", "add", f"{RESOLVER_IP}/32", "dev", BRIDGE)
+        made.append(RESOLVER_IP)
+    return made
+
+
+def _ip(*argv: str) -> None:
+    subprocess.run(["ip", *argv], check=True, capture_output=True)
 
 
 def _ip_json(*args: str) -> list[dict[str, Any]]:

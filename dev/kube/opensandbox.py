@@ -37,8 +37,8 @@ CONTROLLER_HEALTH = "127.0.0.1:18181"
 HOST = "127.0.0.1"
 # The pod network's gateway on the bridge: the address a pod reaches this host at.
 BRIDGE_IP = network.gateway_ip()
-# Our resolver for the pods, on that address (the kubelet names it in every pod's resolv.conf):
-# the network tests' names resolve to it, where their listeners wait, and nothing else resolves.
+# Our resolver for the pods (the kubelet names it in every pod's resolv.conf): the network
+# tests' names resolve to the gateway, where their listeners wait, and nothing else resolves.
 RESOLVER = "kube-resolver"
 RESOLVER_PORT = 53
 ZONE = dict.fromkeys(DEFAULT_ZONE, BRIDGE_IP)
@@ -127,7 +127,7 @@ def up() -> StackState:
         servers={s.name: ServerInfo(s.name, HOST, s.port, key, s.egress_mode) for s in SERVERS},
         sandbox_image=docker_stack.sandbox_image,
         bridge_ip=BRIDGE_IP,
-        resolver={"host": BRIDGE_IP, "port": RESOLVER_PORT, "zone": ZONE},
+        resolver={"host": network.RESOLVER_IP, "port": RESOLVER_PORT, "zone": ZONE},
         images=docker_stack.images,
         image_kinds=docker_stack.image_kinds,
     )
@@ -160,7 +160,8 @@ def down() -> list[str]:
 
 def status() -> str:
     lines = [f"{CONTROLLER}: {_pid(CONTROLLER)}"]
-    lines.append(f"resolver for pods ({BRIDGE_IP}:{RESOLVER_PORT}): {_pid(RESOLVER)}")
+    where = f"{network.RESOLVER_IP}:{RESOLVER_PORT}"
+    lines.append(f"resolver for pods ({where}): {_pid(RESOLVER)}")
     for server in SERVERS:
         egress = f", egress {server.egress_mode}" if server.egress_mode else ""
         lines.append(
@@ -228,11 +229,10 @@ def _ensure_server(server: KubeServer, key: str, images: dict[str, str]) -> None
 
 
 def _start_resolver() -> None:
-    # The bridge plugin makes the pod bridge, and so the address, with the first pod; the
-    # resolver binds as soon as it exists.
+    # The cluster's `up` put its address on the pod bridge (dev/kube/network.py).
     zone = [arg for name, ip in ZONE.items() for arg in ("--zone", f"{name}={ip}")]
-    argv = [sys.executable, "-m", "dev.stack.resolver", "--bind", BRIDGE_IP]
-    argv += ["--port", str(RESOLVER_PORT), "--await-address", *zone]
+    argv = [sys.executable, "-m", "dev.stack.resolver", "--bind", network.RESOLVER_IP]
+    argv += ["--port", str(RESOLVER_PORT), *zone]
     PROCESSES.start(RESOLVER, argv, cwd=REPO)
 
 

@@ -10,7 +10,6 @@ query (or, through it, a packet) to the outside world.
 from __future__ import annotations
 
 import argparse
-import errno
 import ipaddress
 import signal
 import threading
@@ -70,25 +69,12 @@ def main(argv: list[str] | None = None) -> None:
         action="append",
         help="NAME=IPV4, repeatable; without any, the default zone of the network tests",
     )
-    parser.add_argument(
-        "--await-address",
-        action="store_true",
-        help="wait until --bind is an address of this host (a bridge another program makes)",
-    )
     args = parser.parse_args(argv)
     zone = Zone(dict(args.zone) if args.zone else DEFAULT_ZONE)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    while True:
-        try:
-            DNSServer(args.bind, args.port, zone.answer)
-            break
-        except OSError as error:
-            if not (args.await_address and error.errno == errno.EADDRNOTAVAIL):
-                raise
-        if stop.wait(0.5):
-            return
+    DNSServer(args.bind, args.port, zone.answer)
     print(f"resolver listening on {args.bind}:{args.port} (udp, tcp)", flush=True)
     stop.wait()
 

@@ -3,6 +3,7 @@ the pause image archive."""
 
 import hashlib
 import io
+import ipaddress
 import json
 import tarfile
 import tomllib
@@ -53,7 +54,11 @@ def test_the_cni_bridge_is_our_own_and_serves_the_pod_range(tmp_path):
     bridge = conflist["plugins"][0]
     assert bridge["type"] == "bridge" and bridge["bridge"] == network.BRIDGE != "docker0"
     assert bridge["ipMasq"] is False
-    assert bridge["ipam"]["ranges"] == [[{"subnet": network.POD_CIDR}]]
+    (pod_range,) = bridge["ipam"]["ranges"][0]
+    assert pod_range["subnet"] == network.POD_CIDR
+    # No pod is ever given the address of the pods' resolver.
+    last, resolver = (ipaddress.ip_address(a) for a in (pod_range["rangeEnd"], network.RESOLVER_IP))
+    assert resolver in ipaddress.ip_network(network.POD_CIDR) and last < resolver
     assert bridge["ipam"]["dataDir"] == str(tmp_path / "ipam")
     assert [plugin["type"] for plugin in conflist["plugins"]] == ["bridge", "firewall"]
 
