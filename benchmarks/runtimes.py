@@ -3,7 +3,9 @@ OpenSandbox's Docker runtime and on its Kubernetes runtime, from one machine in 
 
 Both runtimes' ``plain`` servers (the Docker stack's and the local cluster's, see
 docs/kubernetes.rst) are measured round by round, alternating which goes first, so a slow
-moment of the machine falls on both alike; what a user notices is the ratio. The last row is
+moment of the machine falls on both alike; what a user notices is the ratio. Every call goes
+through the server's proxy, the backend's default and the way a worker reaches a pod on
+Kubernetes, except one row of lines with execd reached directly. The last row is
 the Kubernetes runtime's own warm start: a sandbox taken from a server ``Pool`` against a cold
 create of the same pod, the two alternating so the controller refills the pool meanwhile.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import sys
@@ -205,6 +208,25 @@ def on_open_sandboxes(backends: dict[str, Any]) -> list[Row]:
     ]
 
 
+def lines_direct(backends: dict[str, Any]) -> list[Row]:
+    """The lines again with execd reached directly, not through the server's proxy: the
+    server's proxy, not the runtime, bounds a chatty command's output."""
+    lines: dict[str, list[float]] = {name: [] for name in backends}
+    with _open_sandboxes(backends) as handles:
+        for order in _alternating(THROUGHPUT_RUNS):
+            for runtime in order:
+                backend, handle = backends[runtime], handles[runtime]
+                seconds, result = _timed(
+                    lambda b=backend, h=handle: b.run_command(
+                        h, LINES_COMMAND, timeout=300, max_output_bytes=workloads.CAP
+                    )
+                )
+                _ran(result, f"The lines (direct) on {runtime}")
+                lines[runtime].append(LINES_BYTES / 1e6 / seconds)
+    title = f"{LINES_BYTES // 1_000_000} MB of 100-byte lines, execd reached directly"
+    return [Row("lines_direct", title, "MB/s", lines)]
+
+
 def server_pool(server: ServerInfo) -> list[Row]:
     """Create to the first command's end on the Kubernetes runtime: cold, and from a Pool."""
     from dev.kube import pools
@@ -251,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.runtimes", description=__doc__)
     parser.add_argument("--json", type=Path, default=REPO / "artifacts" / "bench-runtimes.json")
     args = parser.parse_args(argv)
+    # The backend logs every create and command at info; the table is what this run is for.
+    logging.getLogger("opensandbox").setLevel(logging.ERROR)
+    logging.getLogger("opensandbox_provider").setLevel(logging.WARNING)
     states = {runtime: read_state(runtime) for runtime in RUNTIMES}
     servers = {runtime: states[runtime].servers["plain"] for runtime in RUNTIMES}
     backends = {
@@ -262,6 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = latencies(backends)
     print("bench: echo, lines and export on an open sandbox each ...", flush=True)
     rows += on_open_sandboxes(backends)
+    direct = {
+        runtime: _backend(
+            runtime, servers[runtime], states[runtime].sandbox_image, use_server_proxy=False
+        )
+        for runtime in RUNTIMES
+    }
+    print("bench: lines again, execd reached directly ...", flush=True)
+    rows += lines_direct(direct)
     print("bench: Kubernetes, cold against a server Pool ...", flush=True)
     pool_rows = server_pool(servers["kubernetes"])
     elapsed = time.monotonic() - started

@@ -26,6 +26,7 @@ from dev.kube import api, components, config, network, runtime
 from dev.kube.paths import ADMIN_KUBECONFIG, CONTAINERD_SOCKET, KUBE_DIR, PROCESSES, REPO
 from dev.kube.paths import SERVER_STATE_FILE as STATE_FILE
 from dev.stack import servers as stack_servers
+from dev.stack import wheelhouse
 from dev.stack.paths import SERVER_VENV
 from dev.stack.resolver import DEFAULT_ZONE
 from dev.stack.state import ServerInfo, StackState, read_state
@@ -42,6 +43,8 @@ BRIDGE_IP = network.gateway_ip()
 RESOLVER = "kube-resolver"
 RESOLVER_PORT = 53
 ZONE = dict.fromkeys(DEFAULT_ZONE, BRIDGE_IP)
+# The Docker stack's package index, served again where the zone's names lead a pod.
+WHEELHOUSE = "kube-wheelhouse"
 CONTROLLER_SECONDS = 60.0
 SERVER_SECONDS = 60.0
 DELETE_SECONDS = 120
@@ -113,6 +116,9 @@ def up() -> StackState:
     )
     if PROCESSES.find(RESOLVER) is None:
         _start_resolver()
+    if PROCESSES.find(WHEELHOUSE) is None:
+        argv = [sys.executable, "-m", "http.server", "--bind", BRIDGE_IP, "--directory"]
+        PROCESSES.start(WHEELHOUSE, [*argv, str(wheelhouse.DIRECTORY), str(wheelhouse.PORT)])
     key = stack_servers.api_key()
     for server in SERVERS:
         _ensure_server(server, key, docker_stack.images)
@@ -151,7 +157,7 @@ def down() -> list[str]:
             check=False,
         )
         done.append(f"batchsandboxes: {deleted.strip() or 'none'}")
-    for name in [s.process_name for s in SERVERS] + [CONTROLLER, RESOLVER]:
+    for name in [s.process_name for s in SERVERS] + [CONTROLLER, RESOLVER, WHEELHOUSE]:
         if PROCESSES.stop(name):
             done.append(f"stopped {name}")
     STATE_FILE.unlink(missing_ok=True)
@@ -162,6 +168,8 @@ def status() -> str:
     lines = [f"{CONTROLLER}: {_pid(CONTROLLER)}"]
     where = f"{network.RESOLVER_IP}:{RESOLVER_PORT}"
     lines.append(f"resolver for pods ({where}): {_pid(RESOLVER)}")
+    index = f"{BRIDGE_IP}:{wheelhouse.PORT}"
+    lines.append(f"package index for pods ({index}): {_pid(WHEELHOUSE)}")
     for server in SERVERS:
         egress = f", egress {server.egress_mode}" if server.egress_mode else ""
         lines.append(
