@@ -120,6 +120,17 @@ def _ran(result, what: str) -> None:
         raise RuntimeError(f"{what} failed: exit {result.exit_code}: {result.stderr[-400:]}")
 
 
+def _lines_rate(backend: Any, handle: str, runtime: str) -> float:
+    """MB/s of LINES_COMMAND's output through ``backend``."""
+    seconds, result = _timed(
+        lambda: backend.run_command(
+            handle, LINES_COMMAND, timeout=300, max_output_bytes=workloads.CAP
+        )
+    )
+    _ran(result, f"The lines on {runtime}")
+    return LINES_BYTES / 1e6 / seconds
+
+
 def latencies(backends: dict[str, Any]) -> list[Row]:
     """Create to the first command's end, and create + destroy, from the same sandboxes."""
     first: dict[str, list[float]] = {name: [] for name in backends}
@@ -185,13 +196,7 @@ def on_open_sandboxes(backends: dict[str, Any]) -> list[Row]:
         for order in _alternating(THROUGHPUT_RUNS):
             for runtime in order:
                 backend, handle = backends[runtime], handles[runtime]
-                seconds, result = _timed(
-                    lambda b=backend, h=handle: b.run_command(
-                        h, LINES_COMMAND, timeout=300, max_output_bytes=workloads.CAP
-                    )
-                )
-                _ran(result, f"The lines on {runtime}")
-                lines[runtime].append(LINES_BYTES / 1e6 / seconds)
+                lines[runtime].append(_lines_rate(backend, handle, runtime))
                 with open(os.devnull, "wb") as sink:
                     seconds, written = _timed(
                         lambda b=backend, h=handle, s=sink: b.export_file(
@@ -215,14 +220,7 @@ def lines_direct(backends: dict[str, Any]) -> list[Row]:
     with _open_sandboxes(backends) as handles:
         for order in _alternating(THROUGHPUT_RUNS):
             for runtime in order:
-                backend, handle = backends[runtime], handles[runtime]
-                seconds, result = _timed(
-                    lambda b=backend, h=handle: b.run_command(
-                        h, LINES_COMMAND, timeout=300, max_output_bytes=workloads.CAP
-                    )
-                )
-                _ran(result, f"The lines (direct) on {runtime}")
-                lines[runtime].append(LINES_BYTES / 1e6 / seconds)
+                lines[runtime].append(_lines_rate(backends[runtime], handles[runtime], runtime))
     title = f"{LINES_BYTES // 1_000_000} MB of 100-byte lines, execd reached directly"
     return [Row("lines_direct", title, "MB/s", lines)]
 

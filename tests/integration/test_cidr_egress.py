@@ -7,6 +7,7 @@ anything anywhere else.
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
 import uuid
 from collections.abc import Iterator
@@ -81,7 +82,9 @@ def test_an_allowed_range_is_reachable(sandbox_on, dns_nft_server, stack, listen
 def test_an_allowed_range_is_reachable_on_any_port(sandbox_on, dns_nft_server, stack, listener):
     other_port = Listener(stack.bridge_ip)
     try:
-        sandbox = sandbox_on(dns_nft_server, cidrs("172.17.0.0/16"))
+        # The /16 the listeners' address is in: Docker's bridge range, or the cluster's.
+        wide = ipaddress.ip_network(f"{stack.bridge_ip}/16", strict=False)
+        sandbox = sandbox_on(dns_nft_server, cidrs(str(wide)))
 
         assert [reach(sandbox, listener), reach(sandbox, other_port)] == ["connected"] * 2
     finally:
