@@ -142,13 +142,7 @@ def remove(home: Path) -> bool:
     marker = _marker(home)
     if not marker.exists():
         return False
-    for namespace in marker.read_text().split():
-        # Deleting a namespace ends none of its processes: a task process that outlived its
-        # worker would live on, cut off.
-        kill_processes(namespace)
-        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
-    subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
-    subprocess.run(["nft", "delete", "table", "inet", NFT_TABLE], capture_output=True)
+    _remove_network(marker.read_text().split())
     hosts_file(home).unlink(missing_ok=True)
     marker.unlink()
     _release_claim()
@@ -172,7 +166,8 @@ def _take_claim(remote_hosts: Sequence[RemoteHost]) -> None:
             "test session) and start this one again."
         ) from None
     left_behind = os.read(fd, 4096).decode().split()
-    _remove_leftovers([*left_behind, *(host.namespace for host in remote_hosts)])
+    # What a killed run left: its network is nobody's now.
+    _remove_network([*left_behind, *(host.namespace for host in remote_hosts)])
     os.ftruncate(fd, 0)
     os.pwrite(fd, "".join(f"{host.namespace}\n" for host in remote_hosts).encode(), 0)
     _claim_fd = fd
@@ -185,13 +180,15 @@ def _release_claim() -> None:
         _claim_fd = None
 
 
-def _remove_leftovers(namespaces: Sequence[str]) -> None:
-    """Remove what a killed run's network left: its hosts' processes, namespaces, the bridge
-    and its guard. Names only this module gives, so nothing else is touched."""
+def _remove_network(namespaces: Sequence[str]) -> None:
+    """Remove a network of this module's: its hosts' processes, namespaces, the bridge and its
+    guard. Names only this module gives, so nothing else is touched."""
     existing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     present = {line.split()[0] for line in existing.splitlines() if line.strip()}
     for namespace in dict.fromkeys(namespaces):
         if namespace in present:
+            # Deleting a namespace ends none of its processes: a task process that outlived
+            # its worker would live on, cut off.
             kill_processes(namespace)
             subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
     subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)

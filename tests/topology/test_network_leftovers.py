@@ -53,7 +53,7 @@ def own_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]
     yield tmp_path
     # Whatever a failed assertion left.
     network._release_claim()
-    network._remove_leftovers([HOST.namespace])
+    network._remove_network([HOST.namespace])
 
 
 def _exists(*argv: str) -> bool:
