@@ -72,6 +72,14 @@ class KubeServer:
         return KUBE_DIR / "servers" / self.slug
 
 
+# The one host directory every server lets a pod mount: the node is this machine.
+HOST_MOUNTS = KUBE_DIR / "host-mounts"
+# What each sandbox asks the scheduler for, through the connections the tests and benchmarks
+# make (the connection's cpu_request and memory_request extras): the limits stay the
+# backend's (1 CPU, 2 GiB by default), and as requests they would let the two-core node
+# hold two sandboxes.
+SANDBOX_REQUESTS = {"cpu_request": "100m", "memory_request": "128Mi"}
+
 SERVERS = (
     KubeServer("plain", 18093, None),
     KubeServer("dns", 18094, "dns"),
@@ -130,12 +138,16 @@ def up() -> StackState:
             server.process_name,
         )
     state = StackState(
-        servers={s.name: ServerInfo(s.name, HOST, s.port, key, s.egress_mode) for s in SERVERS},
+        servers={
+            s.name: ServerInfo(s.name, HOST, s.port, key, s.egress_mode, SANDBOX_REQUESTS)
+            for s in SERVERS
+        },
         sandbox_image=docker_stack.sandbox_image,
         bridge_ip=BRIDGE_IP,
         resolver={"host": network.RESOLVER_IP, "port": RESOLVER_PORT, "zone": ZONE},
         images=docker_stack.images,
         image_kinds=docker_stack.image_kinds,
+        host_mounts=str(HOST_MOUNTS),
     )
     STATE_FILE.write_text(state.to_json())
     STATE_FILE.chmod(0o600)  # it holds the API key
@@ -198,7 +210,7 @@ def server_config(
     # builds the BatchSandbox from the request alone.
     del example["kubernetes"]["batchsandbox_template_file"]
     example["store"]["path"] = str(server.directory / "home" / "opensandbox.db")
-    example["storage"]["allowed_host_paths"] = [str(server.directory / "host-mounts")]
+    example["storage"]["allowed_host_paths"] = [str(HOST_MOUNTS)]
     if server.egress_mode:
         example["egress"].update(image=images["egress"], mode=server.egress_mode)
     else:
@@ -206,11 +218,12 @@ def server_config(
     return example
 
 
-def kubectl(*args: str, check: bool = True) -> str:
+def kubectl(*args: str, check: bool = True, stdin: str | None = None) -> str:
     result = subprocess.run(
         [components.binary("kubectl"), f"--kubeconfig={ADMIN_KUBECONFIG}", *args],
         capture_output=True,
         text=True,
+        input=stdin,
     )
     if check and result.returncode != 0:
         raise RuntimeError(f"`kubectl {' '.join(args)}` failed: {result.stderr.strip()}")
@@ -227,7 +240,7 @@ def _ensure_server(server: KubeServer, key: str, images: dict[str, str]) -> None
     if running is not None:
         PROCESSES.stop(server.process_name)
     (server.directory / "home").mkdir(parents=True, exist_ok=True)
-    (server.directory / "host-mounts").mkdir(parents=True, exist_ok=True)
+    HOST_MOUNTS.mkdir(parents=True, exist_ok=True)
     config_path.write_text(text)
     config_path.chmod(0o600)  # it holds the API key
     env = {**os.environ, "HOME": str(server.directory / "home")}

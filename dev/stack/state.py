@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dev.kube.paths import SERVER_STATE_FILE
-from dev.stack.paths import STATE_FILE
+from dev.stack.paths import HOST_MOUNTS_DIR, STATE_FILE
 
 if TYPE_CHECKING:
     from opensandbox.config.connection_sync import ConnectionConfigSync
@@ -31,6 +31,9 @@ class ServerInfo:
     port: int
     api_key: str
     egress_mode: str | None
+    # Extras every Airflow connection to this server carries: the local cluster's servers ask
+    # for small resource requests, so its one node holds the suite's sandboxes.
+    connection_extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def domain(self) -> str:
@@ -67,6 +70,7 @@ class ServerInfo:
             "schema": "http",
             "password": self.api_key,
         }
+        extra = {**self.connection_extra, **extra}
         if extra:
             connection["extra"] = extra
         return {f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(connection)}
@@ -84,6 +88,8 @@ class StackState:
     image_kinds: dict[str, str] = field(default_factory=dict)
     # Where warm pools keep their state (dev/stack/redis.py); empty from a stack that predates it.
     redis_url: str = ""
+    # The host directory the servers let a sandbox mount ([storage] allowed_host_paths).
+    host_mounts: str = str(HOST_MOUNTS_DIR)
 
     def runs_named(self, role: str) -> bool:
         """Whether ``role`` is served by a named image rather than our stand-in."""
@@ -105,6 +111,7 @@ class StackState:
             data.get("images", {}),
             data.get("image_kinds", {}),
             data.get("redis_url", ""),
+            data.get("host_mounts", str(HOST_MOUNTS_DIR)),
         )
 
 

@@ -8,10 +8,12 @@ config's transport, and httpx reads the proxy variables only for a client built 
 
 from __future__ import annotations
 
+import inspect
 import ssl
 from typing import Any
 
 import httpx
+from opensandbox import SandboxSync
 from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.transport import unwrap_retry_transport
 from pydantic import Field
@@ -22,6 +24,9 @@ from opensandbox_provider.execd._deadline import keep_deadlines
 # SDK 1.1.1 builds every transport through new_owned_transport; 1.1.0 builds the one a
 # config owns inside with_transport_if_missing and has no such method.
 _SDK_BUILDS_OWNED_TRANSPORTS = hasattr(ConnectionConfigSync, "new_owned_transport")
+# Whether the SDK's create sends resource requests apart from limits (the hook refuses a
+# connection that sets one when it cannot).
+SDK_TAKES_REQUESTS = "resource_requests" in inspect.signature(SandboxSync.create).parameters
 
 
 class ConnectionConfig(ConnectionConfigSync):
@@ -33,6 +38,9 @@ class ConnectionConfig(ConnectionConfigSync):
     # PEM text rather than a path: the file is read, and refused with the extra's name,
     # once, when the connection is, not again inside the SDK whenever a sandbox is made.
     ca_certificates: str | None = Field(default=None, repr=False)
+    # What each sandbox made on this connection asks a Kubernetes scheduler for (the
+    # connection's cpu_request and memory_request extras); None asks for its limits.
+    resource_requests: dict[str, str] | None = None
 
     def new_owned_transport(self, **limits: Any) -> httpx.BaseTransport:
         transport = super().new_owned_transport(**limits)
@@ -57,6 +65,13 @@ class ConnectionConfig(ConnectionConfigSync):
             )
         if self.ca_certificates is not None:
             _ssl_context_of(transport).load_verify_locations(cadata=self.ca_certificates)
+
+
+def creation_options(config: ConnectionConfigSync) -> dict[str, Any]:
+    """The keyword arguments of the SDK's create that come from the connection: none from a
+    config that is not this module's."""
+    requests = getattr(config, "resource_requests", None)
+    return {"resource_requests": dict(requests)} if requests else {}
 
 
 def _ssl_context_of(transport: httpx.BaseTransport) -> ssl.SSLContext:

@@ -91,6 +91,8 @@ def get_provider_info() -> dict[str, Any]:
                         "password": "the server's api_key",
                         "request_timeout": "30",
                         "ca_bundle": "/etc/ssl/certs/opensandbox-ca.pem",
+                        "cpu_request": "250m",
+                        "memory_request": "256Mi",
                     },
                 },
                 "conn-fields": {
@@ -114,6 +116,22 @@ def get_provider_info() -> dict[str, Any]:
                         "description": (
                             "Path, on the workers and the api-server, of a PEM file of the "
                             "certificate authorities to trust for https besides the default ones."
+                        ),
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "cpu_request": {
+                        "label": "CPU request",
+                        "description": (
+                            "What each sandbox asks a Kubernetes scheduler for, such as 250m; "
+                            "empty asks for its CPU limit. The Docker runtime ignores it."
+                        ),
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "memory_request": {
+                        "label": "Memory request",
+                        "description": (
+                            "What each sandbox asks a Kubernetes scheduler for, such as 256Mi; "
+                            "empty asks for its memory limit. The Docker runtime ignores it."
                         ),
                         "schema": {"type": ["string", "null"]},
                     },

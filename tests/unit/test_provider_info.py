@@ -67,6 +67,8 @@ def test_the_form_relabels_the_password_as_the_api_key_and_hides_the_login() -> 
         "request_timeout",
         "use_server_proxy",
         "ca_bundle",
+        "cpu_request",
+        "memory_request",
     }
 
 

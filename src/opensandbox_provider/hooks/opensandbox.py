@@ -51,7 +51,9 @@ class OpenSandboxHook(BaseHook):
     and its password is the server's API key. Extras: ``request_timeout`` (seconds per
     request) and ``use_server_proxy`` (reach each sandbox through the server rather than
     its published port; ``route_through_server`` is the same setting, for a URI), and
-    ``ca_bundle`` (a PEM file of certificate authorities to trust as well). Host, port,
+    ``ca_bundle`` (a PEM file of certificate authorities to trust as well), and
+    ``cpu_request`` and ``memory_request`` (what each sandbox asks a Kubernetes scheduler
+    for, below its limits; see :func:`_resource_requests`). Host, port,
     schema, password, ``request_timeout`` and ``use_server_proxy`` are the shape common-ai's
     built-in OpenSandbox backend reads from a generic connection, so one connection serves
     either backend.
@@ -108,7 +110,7 @@ class OpenSandboxHook(BaseHook):
         Raises :class:`InvalidConnectionError` when the connection is not usable as filled in.
         """
         require_sdk()
-        from opensandbox_provider._connection_config import ConnectionConfig
+        from opensandbox_provider._connection_config import SDK_TAKES_REQUESTS, ConnectionConfig
 
         quiet_sdk_loggers()
 
@@ -117,6 +119,12 @@ class OpenSandboxHook(BaseHook):
             if self.opensandbox_conn_id is None
             else self._from_connection()
         )
+        if settings.get("resource_requests") and not SDK_TAKES_REQUESTS:
+            raise InvalidConnectionError(
+                f"Connection {self.opensandbox_conn_id!r} sets a resource request, which the "
+                "OpenSandbox SDK installed cannot send. Install the SDK version this provider "
+                "pins, or leave cpu_request and memory_request out."
+            )
         use_server_proxy = settings.pop("use_server_proxy", None)
         if self._use_server_proxy is not None:
             use_server_proxy = self._use_server_proxy
@@ -229,6 +237,7 @@ class OpenSandboxHook(BaseHook):
             ),
             "use_server_proxy": _use_server_proxy(extra, conn_id),
             "ca_certificates": _ca_certificates(extra.get("ca_bundle"), conn_id),
+            "resource_requests": _resource_requests(extra, conn_id),
         }
 
     @staticmethod
@@ -381,6 +390,35 @@ def _ca_certificates(path: Any, conn_id: str) -> str | None:
             f"certificate in PEM form. {advice}"
         )
     return pem
+
+
+# Each extra that sets a resource request, and the key the server takes it under.
+REQUEST_EXTRAS = {"cpu_request": "cpu", "memory_request": "memory"}
+
+
+def _resource_requests(extra: dict[str, Any], conn_id: str) -> dict[str, str] | None:
+    """
+    What each sandbox asks the scheduler for, or ``None`` to ask for its limits.
+
+    A server's Kubernetes runtime makes a sandbox's limits (the backend's ``cpu`` and
+    ``memory``) its pod's requests unless the create says otherwise, so a node holds only
+    as many sandboxes as their limits add up to. How densely a cluster is packed is the
+    platform's choice, not each task's: it lives on the connection, like the server's
+    address. The Docker runtime has no requests and ignores them.
+    """
+    requests = {}
+    for name, key in REQUEST_EXTRAS.items():
+        value = extra.get(name)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str) or not value.strip() or len(value.split()) != 1:
+            raise InvalidConnectionError(
+                f"The {name} extra of connection {conn_id!r} is {value!r}; set it to a "
+                f"Kubernetes quantity such as {'250m' if key == 'cpu' else '256Mi'}, or leave it "
+                "out to ask for the sandbox's limit."
+            )
+        requests[key] = value.strip()
+    return requests or None
 
 
 def _request_timeout(value: Any, conn_id: str | None) -> float:

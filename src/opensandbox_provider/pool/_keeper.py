@@ -113,6 +113,8 @@ class Keeper:
         """A sandbox made exactly as a backend with the pool's arguments creates one."""
         from opensandbox import SandboxSync
 
+        from opensandbox_provider._connection_config import creation_options
+
         pool = self.pool
         return SandboxSync.create(
             None if pool.snapshot else pool.image,
@@ -127,6 +129,7 @@ class Keeper:
             connection_config=cast("ConnectionConfigSync", context.connection_config),
             # The SDK's pool polls readiness itself once the sandbox exists.
             skip_health_check=True,
+            **creation_options(context.connection_config),
         )
 
 

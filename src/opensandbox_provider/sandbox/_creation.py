@@ -38,6 +38,8 @@ def create_cold(
     with as_sandbox_errors("create a sandbox", terminal=True):
         from opensandbox import SandboxSync
 
+        from opensandbox_provider._connection_config import creation_options
+
         try:
             sdk = SandboxSync.create(
                 None if backend.snapshot else backend.image,
@@ -53,6 +55,7 @@ def create_cold(
                 # Readiness is polled by wait_until_ready, without the SDK's backoff on the
                 # first miss.
                 skip_health_check=True,
+                **creation_options(config),
             )
         except api_exceptions() as e:
             refused = _volumes.explain_refusal(e, backend.volumes)
