@@ -67,7 +67,7 @@ class ConnectionConfig(ConnectionConfigSync):
             _ssl_context_of(transport).load_verify_locations(cadata=self.ca_certificates)
 
 
-def creation_options(config: ConnectionConfigSync) -> dict[str, Any]:
+def creation_options(config: object) -> dict[str, Any]:
     """The keyword arguments of the SDK's create that come from the connection: none from a
     config that is not this module's."""
     requests = getattr(config, "resource_requests", None)
