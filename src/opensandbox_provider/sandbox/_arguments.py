@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
+from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
 
 from opensandbox_provider.sandbox._limits import validate_positive_finite
 
@@ -37,6 +37,13 @@ def check_backend(
             f"sandbox_timeout must be at least {MIN_SANDBOX_TIMEOUT:g} seconds, got "
             f"{sandbox_timeout!r}: the OpenSandbox server refuses shorter lifetimes."
         )
+
+
+def check_command(command: str, timeout: float) -> None:
+    """Refuse a command no sandbox could run, before anything is asked of the server."""
+    validate_positive_finite(timeout, "timeout")
+    if not command.strip():
+        raise SandboxError("The command is empty; give a shell command to run.")
 
 
 def working_directory(workdir: str | None) -> str | None:

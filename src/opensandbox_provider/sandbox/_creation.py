@@ -1,6 +1,7 @@
 """
-How a backend comes to have a sandbox: a new one made by the server with the backend's
-arguments and the spec's and waited for until execd answers, or one found again by handle.
+How a backend comes to have a sandbox: one taken from its pool, a new one made by the server
+with the backend's arguments and the spec's and waited for until execd answers, or one found
+again by handle.
 What a warm pool's sandbox must match is said here too.
 """
 
@@ -14,7 +15,8 @@ from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
 from opensandbox_provider._errors import api_exceptions, as_sandbox_errors
 from opensandbox_provider.egress import _policy
-from opensandbox_provider.sandbox import _volumes
+from opensandbox_provider.pool._server_pool import ServerPool
+from opensandbox_provider.sandbox import _pool, _server_pool, _volumes
 
 if TYPE_CHECKING:
     from airflow.providers.common.ai.sandbox.base import SandboxSpec
@@ -22,9 +24,57 @@ if TYPE_CHECKING:
     from opensandbox.config.connection_sync import ConnectionConfigSync
     from opensandbox.models.sandboxes import NetworkPolicy
 
-    from opensandbox_provider.pool._definition import CreationArguments
+    from opensandbox_provider.pool._definition import CreationArguments, WarmPool
+    from opensandbox_provider.sandbox._lifecycle import Lifecycle
     from opensandbox_provider.sandbox._record import SandboxRecord
     from opensandbox_provider.sandbox.backend import OpenSandboxBackend
+
+
+def obtain(
+    backend: OpenSandboxBackend,
+    spec: SandboxSpec | None,
+    *,
+    lifecycle: Lifecycle,
+    env: dict[str, str] | None,
+    metadata: dict[str, str],
+    policy: NetworkPolicy | None,
+    config: ConnectionConfigSync,
+) -> tuple[SandboxSync, WarmPool | ServerPool | None]:
+    """
+    A sandbox for ``spec``, and the pool it was taken from: from the backend's pool when that
+    serves it (see :mod:`._pool` and :mod:`._server_pool` for when it does not), else new.
+    """
+    pool = backend.warm_pool
+    sdk = None
+    if isinstance(pool, ServerPool):
+        sdk = _server_pool.create(pool, backend, env=env, metadata=metadata, config=config)
+    elif pool is not None:
+        handover = _pool.Handover(
+            lifecycle=lifecycle,
+            config=config,
+            metadata=metadata,
+            lease=backend.sandbox_timeout,
+            connect_timeout=backend.ready_timeout,
+        )
+        wanted = pool_arguments(backend, spec)
+        sdk = _pool.draw(
+            pool, wanted=wanted, conn_id=backend.opensandbox_conn_id, handover=handover
+        )
+    if sdk is None:
+        return create_cold(backend, env, metadata, policy, config), None
+    return sdk, pool
+
+
+def origin(
+    backend: OpenSandboxBackend, drawn: WarmPool | ServerPool | None, sandbox: str
+) -> tuple[str, str, str]:
+    """How the log says where sandbox ``sandbox`` came from: how it was had, and of what."""
+    if isinstance(drawn, ServerPool):
+        return f"Took from server pool {drawn.name}", sandbox, "its Pool's pod template"
+    made_from = f"snapshot {backend.snapshot}" if backend.snapshot else f"image {backend.image}"
+    if drawn is not None:
+        return f"Took from warm pool {drawn.name}", sandbox, made_from
+    return "Created", sandbox, made_from
 
 
 def create_cold(

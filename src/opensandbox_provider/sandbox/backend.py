@@ -34,21 +34,15 @@ from opensandbox_provider.sandbox import (
     _arguments,
     _lifecycle,
     _pause,
-    _pool,
     _server_pool,
     _volumes,
 )
 from opensandbox_provider.sandbox._abandoned import Abandoned
-from opensandbox_provider.sandbox._creation import (
-    connect,
-    create_cold,
-    pool_arguments,
-    wait_until_ready,
-)
+from opensandbox_provider.sandbox._creation import connect, obtain, origin, wait_until_ready
 from opensandbox_provider.sandbox._files import SandboxFiles
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
-from opensandbox_provider.sandbox._limits import byte_budget, validate_positive_finite
+from opensandbox_provider.sandbox._limits import byte_budget
 from opensandbox_provider.sandbox._outcome import command_result, log_line, replaced_result
 from opensandbox_provider.sandbox._policy_proof import recheck
 from opensandbox_provider.sandbox._record import SandboxRecord
@@ -231,27 +225,15 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             raise SandboxTerminalError(f"Could not create a sandbox: {e}") from e
         config = self._connection_config()
         started = time.monotonic()
-        sdk = None
-        if isinstance(self.warm_pool, ServerPool):
-            sdk = _server_pool.create(
-                self.warm_pool, self, env=env, metadata=metadata, config=config
-            )
-        elif self.warm_pool is not None:
-            sdk = _pool.draw(
-                self.warm_pool,
-                wanted=pool_arguments(self, spec),
-                conn_id=self.opensandbox_conn_id,
-                handover=_pool.Handover(
-                    lifecycle=self._lifecycle,
-                    config=config,
-                    metadata=metadata,
-                    lease=self.sandbox_timeout,
-                    connect_timeout=self.ready_timeout,
-                ),
-            )
-        drawn = self.warm_pool if sdk is not None else None
-        if sdk is None:
-            sdk = create_cold(self, env, metadata, policy, config)
+        sdk, drawn = obtain(
+            self,
+            spec,
+            lifecycle=self._lifecycle,
+            env=env,
+            metadata=metadata,
+            policy=policy,
+            config=config,
+        )
         record = SandboxRecord(
             sdk,
             expires_at=started + self.sandbox_timeout,
@@ -263,9 +245,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             self._sandboxes[sdk.id] = record
         log.info(
             "%s OpenSandbox sandbox %s from %s with %s, in %.2fs.",
-            f"Took from {_pool_kind(drawn)} {drawn.name}" if drawn else "Created",
-            sdk.id,
-            self._made_from(drawn),
+            *origin(self, drawn, sdk.id),
             _policy.describe(policy),
             time.monotonic() - started,
         )
@@ -293,11 +273,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             "Sandbox %s is ready: execd answered its health check after %.2fs.", sdk.id, waited
         )
         return sdk.id
-
-    def _made_from(self, drawn: WarmPool | ServerPool | None) -> str:
-        if isinstance(drawn, ServerPool):
-            return "its Pool's pod template"
-        return f"snapshot {self.snapshot}" if self.snapshot else f"image {self.image}"
 
     # --- Reconnect ---
 
@@ -369,7 +344,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         and each piece of output as it arrives, whole lines, so an operator can log them live.
         """
         # Arguments first: a bad one fails the same way whatever the sandbox's state.
-        _check_command(command, timeout)
+        _arguments.check_command(command, timeout)
         max_output_bytes = byte_budget(max_output_bytes, "max_output_bytes")
         if sandbox in self._abandoned:
             return replaced_result(sandbox)
@@ -422,7 +397,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         execd still kills it ``timeout`` seconds after it starts; its output and its end are
         read by id (docs/execd-wire.rst, wire-status, wire-logs).
         """
-        _check_command(command, timeout)
+        _arguments.check_command(command, timeout)
         record, timeout_ms = self._command_slot(sandbox, timeout)
         with as_sandbox_errors(f"start a command in sandbox {record.sdk.id}"):
             command_id = record.execd.start(command, timeout_ms=timeout_ms, cwd=record.workdir)
@@ -614,14 +589,3 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 after,
                 exc_info=True,
             )
-
-
-def _check_command(command: str, timeout: float) -> None:
-    """Refuse a command no sandbox could run, before anything is asked of the server."""
-    validate_positive_finite(timeout, "timeout")
-    if not command.strip():
-        raise SandboxError("The command is empty; give a shell command to run.")
-
-
-def _pool_kind(pool: WarmPool | ServerPool) -> str:
-    return "server pool" if isinstance(pool, ServerPool) else "warm pool"
