@@ -92,23 +92,15 @@ def _main(containers: list[str]) -> str:
 
 def _freeze_pod(sandbox: str, process: str) -> None:
     """Freezes every container of the sandbox's pod once ``process`` runs in its own one."""
-    listed = opensandbox.kubectl(
-        "get",
-        "pods",
-        "-n",
-        opensandbox.NAMESPACE,
-        "-l",
-        f"opensandbox.io/id={sandbox}",
-        "-o",
-        'jsonpath={range .items[*].status.containerStatuses[*]}{.name} {.containerID}{"\\n"}{end}',
-    )
     tasks = {
-        name: container_id.removeprefix("containerd://")
-        for name, container_id in (line.split() for line in listed.splitlines() if line.strip())
+        status["name"]: status["containerID"].removeprefix("containerd://")
+        for pod in opensandbox.pods_of(sandbox)
+        for status in pod.get("status", {}).get("containerStatuses", [])
+        if status.get("containerID")
     }
     own = [task for name, task in tasks.items() if "egress" not in name]
     if not own:
-        pytest.fail(f"sandbox {sandbox} has no running container in the cluster: {listed!r}")
+        pytest.fail(f"sandbox {sandbox} has no running container in the cluster: {tasks!r}")
     deadline = time.monotonic() + START_SECONDS
     while not any(process in _cmdline(pid) for pid in _task_pids(own[0])):
         if time.monotonic() > deadline:

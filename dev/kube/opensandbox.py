@@ -11,6 +11,7 @@ them when ``RUNTIME=kubernetes`` (``dev/stack/state.py``).
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 import sys
@@ -216,6 +217,14 @@ def server_config(
     else:
         del example["egress"]  # no sidecar: the server refuses network policies
     return example
+
+
+def pods_of(sandbox: str) -> list[dict[str, Any]]:
+    """The pods the runtime made for ``sandbox`` (one), as the API server shows them."""
+    shown = kubectl(
+        "get", "pods", "-n", NAMESPACE, "-l", f"opensandbox.io/id={sandbox}", "-o", "json"
+    )
+    return list(json.loads(shown)["items"])
 
 
 def kubectl(*args: str, check: bool = True, stdin: str | None = None) -> str:

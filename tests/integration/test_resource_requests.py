@@ -37,21 +37,9 @@ def test_a_sandbox_asks_for_the_connections_requests_and_keeps_the_backends_limi
 
 def _pod_resources(sandbox: str) -> list[dict]:
     """The resources of the sandbox's own container in its pod (the egress sidecar left out)."""
-    pods = json.loads(
-        opensandbox.kubectl(
-            "get",
-            "pods",
-            "-n",
-            opensandbox.NAMESPACE,
-            "-l",
-            f"opensandbox.io/id={sandbox}",
-            "-o",
-            "json",
-        )
-    )["items"]
     return [
         container["resources"]
-        for pod in pods
+        for pod in opensandbox.pods_of(sandbox)
         for container in pod["spec"]["containers"]
         if "egress" not in container["name"]
     ]
