@@ -90,7 +90,9 @@ kube-up: setup
 	$(PY) -m dev.kube up
 
 # OpenSandbox's controller (KUBE_CONTROLLER_BIN, its CRDs in KUBE_CRDS_DIR; built by hand, not
-# here) and three Kubernetes-mode servers on the cluster, ports 18093 (plain), 18094 (dns) and 18095 (dns+nft).
+# here) and three Kubernetes-mode servers on the cluster, ports 18093 (plain), 18094 (dns) and 18095 (dns+nft);
+# with AGENT_SANDBOX_CONTROLLER_BIN and AGENT_SANDBOX_CRDS_DIR set, agent-sandbox's controller and a
+# fourth server on 18096 whose sandboxes are agent-sandbox Sandbox resources.
 kube-server-up: kube-up
 	$(PY) -m dev.kube server up
 

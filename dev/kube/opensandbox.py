@@ -5,7 +5,8 @@ by hand and named by two variables: ``KUBE_CONTROLLER_BIN`` (the controller's bi
 ``KUBE_CRDS_DIR`` (its ``config/crd/bases`` folder). The servers are the Docker stack's pinned
 ``opensandbox-server`` with a configuration written from the server's own Kubernetes example,
 and ``.kube/stack-state.json`` describes them in the stack's format, so that the tests find
-them when ``RUNTIME=kubernetes`` (``dev/stack/state.py``).
+them when ``RUNTIME=kubernetes`` (``dev/stack/state.py``). A fourth server, on agent-sandbox's
+workload, runs when its controller is named too (``dev/kube/agent_sandbox.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dev.kube import api, components, config, network, runtime
+from dev.kube import agent_sandbox, api, components, config, network, runtime
 from dev.kube.paths import ADMIN_KUBECONFIG, CONTAINERD_SOCKET, KUBE_DIR, PROCESSES, REPO
 from dev.kube.paths import SERVER_STATE_FILE as STATE_FILE
 from dev.stack import servers as stack_servers
@@ -59,6 +60,8 @@ class KubeServer:
     name: str
     port: int
     egress_mode: str | None
+    # The server's kubernetes.workload_provider: the resource each sandbox is made of.
+    workload: str = "batchsandbox"
 
     @property
     def slug(self) -> str:
@@ -86,6 +89,8 @@ SERVERS = (
     KubeServer("dns", 18094, "dns"),
     KubeServer("dns+nft", 18095, "dns+nft"),
 )
+# Started only when agent-sandbox's controller is named (dev/kube/agent_sandbox.py).
+AGENT_SANDBOX_SERVER = KubeServer("agent-sandbox", 18096, None, agent_sandbox.WORKLOAD)
 
 
 def up() -> StackState:
@@ -93,6 +98,8 @@ def up() -> StackState:
     if PROCESSES.find("kube-apiserver") is None or not api.ready():
         raise RuntimeError("The local cluster is not running. Run `make kube-up` first.")
     controller, crds = _controller_paths()
+    agent = agent_sandbox.configured()
+    servers = (*SERVERS, AGENT_SANDBOX_SERVER) if agent else SERVERS
     docker_stack = read_state("docker")
     for image in dict.fromkeys(docker_stack.images.values()):
         # Loaded on every `up`: the stack may have rebuilt a stand-in since the last one.
@@ -123,15 +130,17 @@ def up() -> StackState:
         "The OpenSandbox controller is not healthy",
         CONTROLLER,
     )
+    if agent:
+        _start_agent_sandbox_controller(*agent)
     if PROCESSES.find(RESOLVER) is None:
         _start_resolver()
     if PROCESSES.find(WHEELHOUSE) is None:
         argv = [sys.executable, "-m", "http.server", "--bind", BRIDGE_IP, "--directory"]
         PROCESSES.start(WHEELHOUSE, [*argv, str(wheelhouse.DIRECTORY), str(wheelhouse.PORT)])
     key = stack_servers.api_key()
-    for server in SERVERS:
+    for server in servers:
         _ensure_server(server, key, docker_stack.images)
-    for server in SERVERS:
+    for server in servers:
         _wait(
             lambda port=server.port: _answers(f"http://{HOST}:{port}/health"),
             SERVER_SECONDS,
@@ -141,7 +150,7 @@ def up() -> StackState:
     state = StackState(
         servers={
             s.name: ServerInfo(s.name, HOST, s.port, key, s.egress_mode, SANDBOX_REQUESTS)
-            for s in SERVERS
+            for s in servers
         },
         sandbox_image=docker_stack.sandbox_image,
         bridge_ip=BRIDGE_IP,
@@ -160,17 +169,11 @@ def down() -> list[str]:
     done = []
     if PROCESSES.find(CONTROLLER) and api.ready():
         # The controller removes a BatchSandbox's finalizer and its pods; it must still run.
-        deleted = kubectl(
-            "delete",
-            "batchsandboxes",
-            "--all",
-            "-n",
-            NAMESPACE,
-            f"--timeout={DELETE_SECONDS}s",
-            check=False,
-        )
-        done.append(f"batchsandboxes: {deleted.strip() or 'none'}")
-    for name in [s.process_name for s in SERVERS] + [CONTROLLER, RESOLVER, WHEELHOUSE]:
+        done.append(_delete_every("batchsandboxes"))
+    if PROCESSES.find(agent_sandbox.CONTROLLER) and api.ready():
+        done.append(_delete_every(agent_sandbox.RESOURCE))
+    servers = [s.process_name for s in (*SERVERS, AGENT_SANDBOX_SERVER)]
+    for name in servers + [agent_sandbox.CONTROLLER, CONTROLLER, RESOLVER, WHEELHOUSE]:
         if PROCESSES.stop(name):
             done.append(f"stopped {name}")
     STATE_FILE.unlink(missing_ok=True)
@@ -183,14 +186,24 @@ def status() -> str:
     lines.append(f"resolver for pods ({where}): {_pid(RESOLVER)}")
     index = f"{BRIDGE_IP}:{wheelhouse.PORT}"
     lines.append(f"package index for pods ({index}): {_pid(WHEELHOUSE)}")
-    for server in SERVERS:
+    agent = PROCESSES.find(agent_sandbox.CONTROLLER) is not None
+    if agent:
+        where = agent_sandbox.CONTROLLER_HEALTH
+        lines.append(f"{agent_sandbox.CONTROLLER} ({where}): {_pid(agent_sandbox.CONTROLLER)}")
+    else:
+        lines.append(
+            "agent-sandbox: not running (`up` starts its controller and server only when "
+            "AGENT_SANDBOX_CONTROLLER_BIN and AGENT_SANDBOX_CRDS_DIR are set)"
+        )
+    for server in (*SERVERS, AGENT_SANDBOX_SERVER) if agent else SERVERS:
         egress = f", egress {server.egress_mode}" if server.egress_mode else ""
         lines.append(
             f"server {server.name} (http://{HOST}:{server.port}{egress}): "
             f"{_pid(server.process_name)}; log {PROCESSES.log_file(server.process_name)}"
         )
     if api.ready() and PROCESSES.find(CONTROLLER):
-        lines.append(kubectl("get", "batchsandboxes,pods", "-n", NAMESPACE, "-o", "wide"))
+        resources = f"batchsandboxes,{agent_sandbox.RESOURCE}" if agent else "batchsandboxes"
+        lines.append(kubectl("get", f"{resources},pods", "-n", NAMESPACE, "-o", "wide"))
     return "\n".join(lines)
 
 
@@ -206,7 +219,11 @@ def server_config(
     example = copy.deepcopy(example)
     example["server"].update(host=HOST, port=server.port, api_key=key)
     example["runtime"]["execd_image"] = images["execd"]
-    example["kubernetes"].update(kubeconfig_path=str(ADMIN_KUBECONFIG), namespace=NAMESPACE)
+    example["kubernetes"].update(
+        kubeconfig_path=str(ADMIN_KUBECONFIG),
+        namespace=NAMESPACE,
+        workload_provider=server.workload,
+    )
     # The example names a template file in HOME that nobody wrote; without one the server
     # builds the BatchSandbox from the request alone.
     del example["kubernetes"]["batchsandbox_template_file"]
@@ -256,6 +273,29 @@ def _ensure_server(server: KubeServer, key: str, images: dict[str, str]) -> None
     env.pop("OPENSANDBOX_SERVER_API_KEY", None)  # it would override the key in the config
     argv = [str(SERVER_VENV / "bin" / "opensandbox-server"), "--config", str(config_path)]
     PROCESSES.start(server.process_name, argv, env=env)
+
+
+def _delete_every(resource: str) -> str:
+    deleted = kubectl(
+        "delete", resource, "--all", "-n", NAMESPACE, f"--timeout={DELETE_SECONDS}s", check=False
+    )
+    return f"{resource}: {deleted.strip() or 'none'}"
+
+
+def _start_agent_sandbox_controller(binary: Path, crds: Path) -> None:
+    applied = KUBE_DIR / "agent-sandbox-crds.json"
+    applied.write_text(json.dumps(agent_sandbox.crds(crds)))
+    kubectl("apply", "--server-side", "-f", str(applied))
+    if PROCESSES.find(agent_sandbox.CONTROLLER) is None:
+        PROCESSES.start(
+            agent_sandbox.CONTROLLER, agent_sandbox.controller_argv(binary, ADMIN_KUBECONFIG)
+        )
+    _wait(
+        lambda: _answers(f"http://{agent_sandbox.CONTROLLER_HEALTH}/healthz"),
+        CONTROLLER_SECONDS,
+        "The agent-sandbox controller is not healthy",
+        agent_sandbox.CONTROLLER,
+    )
 
 
 def _start_resolver() -> None:
