@@ -27,7 +27,12 @@ START_SECONDS = 30.0
 
 
 def containers_of(sandbox: str) -> list[str]:
-    """The names of a sandbox's containers (with an egress sidecar there are two)."""
+    """The names of a sandbox's containers (with an egress sidecar there are two): on
+    Kubernetes, those of its pod while the pod exists, terminating or not."""
+    if runtime() == "kubernetes":
+        return [
+            c["name"] for pod in opensandbox.pods_of(sandbox) for c in pod["spec"]["containers"]
+        ]
     listed = subprocess.run(
         ["docker", "ps", "-a", "--filter", f"label=opensandbox.io/id={sandbox}"]
         + ["--format", "{{.Names}}"],

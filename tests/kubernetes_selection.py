@@ -7,7 +7,8 @@ own tests; the local Airflow and the celery topology, which run against the Dock
 faults made with servers of the tests' own, which are Docker-mode servers; the network faults
 between a worker in a namespace of its own and the sandbox, whose namespace reaches only the
 Docker stack's servers; and the sixteen concurrent agent runs of test_load.py, which a two-core
-node cannot hold at the backend's default of one CPU per sandbox (a Kubernetes request).
+node could not hold while each sandbox asked the scheduler for its one CPU (the connection's
+requests now ask for less; not yet tried there).
 """
 
 from __future__ import annotations
