@@ -182,8 +182,15 @@ def test_ui_a_connection_added_through_the_form_keeps_the_server_proxy_default(
     dialog.get_by_role("button", name="Save").click()
     expect(dialog).to_be_hidden()
     extra = json.loads(airflow.api.connection("opensandbox_from_form")["extra"])
-    # The untouched CA bundle field is saved as null too, which the hook reads as "no bundle".
-    assert extra == {"request_timeout": 30, "use_server_proxy": None, "ca_bundle": None}
+    # The untouched CA bundle and request fields are saved as null too, which the hook reads as
+    # "no bundle" and "ask for the limits".
+    assert extra == {
+        "request_timeout": 30,
+        "use_server_proxy": None,
+        "ca_bundle": None,
+        "cpu_request": None,
+        "memory_request": None,
+    }
 
 
 def test_ui_task_log_shows_the_operator_commands_output_lines(

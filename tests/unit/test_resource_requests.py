@@ -30,7 +30,9 @@ def test_the_request_extras_become_the_creates_resource_requests(connection) -> 
 
 
 def test_one_request_alone_is_sent_alone(connection) -> None:
+    # An empty field and one the form saved as null are both unset.
     config = connection(memory_request="1Gi", cpu_request="").connection_config
+    assert connection(cpu_request=None).connection_config.resource_requests is None
 
     assert creation_options(config) == {"resource_requests": {"memory": "1Gi"}}
 
