@@ -283,9 +283,7 @@ def _delete_every(resource: str) -> str:
 
 
 def _start_agent_sandbox_controller(binary: Path, crds: Path) -> None:
-    applied = KUBE_DIR / "agent-sandbox-crds.json"
-    applied.write_text(json.dumps(agent_sandbox.crds(crds)))
-    kubectl("apply", "--server-side", "-f", str(applied))
+    kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps(agent_sandbox.crds(crds)))
     if PROCESSES.find(agent_sandbox.CONTROLLER) is None:
         PROCESSES.start(
             agent_sandbox.CONTROLLER, agent_sandbox.controller_argv(binary, ADMIN_KUBECONFIG)

@@ -83,10 +83,16 @@ def test_one_variable_without_the_other_says_what_to_set(tmp_path, monkeypatch):
         agent_sandbox.configured()
 
 
-def test_a_crd_folder_without_crds_is_refused(tmp_path, monkeypatch):
-    controller = tmp_path / "controller"
+def _controller(folder):
+    """An executable file standing for the controller's binary."""
+    controller = folder / "controller"
     controller.write_text("")
     os.chmod(controller, 0o755)
+    return controller
+
+
+def test_a_crd_folder_without_crds_is_refused(tmp_path, monkeypatch):
+    controller = _controller(tmp_path)
     monkeypatch.setenv("AGENT_SANDBOX_CONTROLLER_BIN", str(controller))
     monkeypatch.setenv("AGENT_SANDBOX_CRDS_DIR", str(tmp_path / "empty"))
     with pytest.raises(RuntimeError, match="Set AGENT_SANDBOX_CRDS_DIR"):
@@ -94,9 +100,7 @@ def test_a_crd_folder_without_crds_is_refused(tmp_path, monkeypatch):
 
 
 def test_both_variables_name_the_controller_and_its_crds(tmp_path, monkeypatch):
-    controller = tmp_path / "controller"
-    controller.write_text("")
-    os.chmod(controller, 0o755)
+    controller = _controller(tmp_path)
     (tmp_path / "agents.x-k8s.io_sandboxes.yaml").write_text(CRD)
     monkeypatch.setenv("AGENT_SANDBOX_CONTROLLER_BIN", str(controller))
     monkeypatch.setenv("AGENT_SANDBOX_CRDS_DIR", str(tmp_path))

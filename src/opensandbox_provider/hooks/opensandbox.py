@@ -411,7 +411,7 @@ def _resource_requests(extra: dict[str, Any], conn_id: str) -> dict[str, str] | 
         value = extra.get(name)
         if value is None or value == "":
             continue
-        if not isinstance(value, str) or not value.strip() or len(value.split()) != 1:
+        if not isinstance(value, str) or len(value.split()) != 1:
             raise InvalidConnectionError(
                 f"The {name} extra of connection {conn_id!r} is {value!r}; set it to a "
                 f"Kubernetes quantity such as {'250m' if key == 'cpu' else '256Mi'}, or leave it "

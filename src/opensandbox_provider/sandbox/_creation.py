@@ -65,16 +65,14 @@ def obtain(
     return sdk, pool
 
 
-def origin(
-    backend: OpenSandboxBackend, drawn: WarmPool | ServerPool | None, sandbox: str
-) -> tuple[str, str, str]:
-    """How the log says where sandbox ``sandbox`` came from: how it was had, and of what."""
+def origin(backend: OpenSandboxBackend, drawn: WarmPool | ServerPool | None) -> tuple[str, str]:
+    """How the log says where a sandbox came from: how it was had, and of what."""
     if isinstance(drawn, ServerPool):
-        return f"Took from server pool {drawn.name}", sandbox, "its Pool's pod template"
+        return f"Took from server pool {drawn.name}", "its Pool's pod template"
     made_from = f"snapshot {backend.snapshot}" if backend.snapshot else f"image {backend.image}"
     if drawn is not None:
-        return f"Took from warm pool {drawn.name}", sandbox, made_from
-    return "Created", sandbox, made_from
+        return f"Took from warm pool {drawn.name}", made_from
+    return "Created", made_from
 
 
 def create_cold(

@@ -243,9 +243,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # Known by handle from here on, so that a failure below destroys it as any other.
         with self._lock:
             self._sandboxes[sdk.id] = record
+        how, made_from = origin(self, drawn)
         log.info(
             "%s OpenSandbox sandbox %s from %s with %s, in %.2fs.",
-            *origin(self, drawn, sdk.id),
+            how,
+            sdk.id,
+            made_from,
             _policy.describe(policy),
             time.monotonic() - started,
         )
