@@ -94,11 +94,14 @@ def kubelet_config(
     }
 
 
-def containerd_config(state_dir: Path, cni_conf_dir: Path, cni_bin_dir: Path) -> dict[str, Any]:
+def containerd_config(
+    state_dir: Path, cni_conf_dir: Path, cni_bin_dir: Path, registry_hosts_dir: Path | None = None
+) -> dict[str, Any]:
     """A containerd of our own: its root, state, socket and runc root all under ``state_dir``,
-    so it shares nothing with the containerd Docker runs."""
+    so it shares nothing with the containerd Docker runs. With ``registry_hosts_dir`` the
+    kubelet's pulls read each registry's ``hosts.toml`` there (the snapshot registry's)."""
     cri = "io.containerd.grpc.v1.cri"
-    return {
+    table = {
         "version": 2,
         "root": str(state_dir / "root"),
         "state": str(state_dir / "state"),
@@ -136,6 +139,9 @@ def containerd_config(state_dir: Path, cni_conf_dir: Path, cni_bin_dir: Path) ->
             },
         },
     }
+    if registry_hosts_dir is not None:
+        table["plugins"][cri]["registry"] = {"config_path": str(registry_hosts_dir)}
+    return table
 
 
 def to_toml(table: dict[str, Any]) -> str:

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dev.kube import agent_sandbox, api, components, config, network, runtime
+from dev.kube import agent_sandbox, api, components, config, network, runtime, snapshots
 from dev.kube.paths import ADMIN_KUBECONFIG, CONTAINERD_SOCKET, KUBE_DIR, PROCESSES, REPO
 from dev.kube.paths import SERVER_STATE_FILE as STATE_FILE
 from dev.stack import servers as stack_servers
 from dev.stack import wheelhouse
+from dev.stack.engine import ensure_host_packages
 from dev.stack.paths import SERVER_VENV
 from dev.stack.resolver import DEFAULT_ZONE
 from dev.stack.state import ServerInfo, StackState, read_state
@@ -113,17 +114,17 @@ def up() -> StackState:
         f"The namespace {NAMESPACE} has no default ServiceAccount",
         "kube-controller-manager",
     )
-    if PROCESSES.find(CONTROLLER) is None:
-        PROCESSES.start(
-            CONTROLLER,
-            [
-                str(controller),
-                f"--kubeconfig={ADMIN_KUBECONFIG}",
-                f"--health-probe-bind-address={CONTROLLER_HEALTH}",
-                "--metrics-bind-address=0",
-                f"--containerd-socket-path={CONTAINERD_SOCKET}",
-            ],
-        )
+    committer = snapshots.committer_image()
+    if committer:
+        _ensure_snapshot_registry(committer)
+    argv = controller_argv(controller, committer)
+    running = PROCESSES.find(CONTROLLER)
+    if running is not None and running.argv != argv:
+        # Started with or without the snapshot flags before; the flags are read at start only.
+        PROCESSES.stop(CONTROLLER)
+        running = None
+    if running is None:
+        PROCESSES.start(CONTROLLER, argv)
     _wait(
         lambda: _answers(f"http://{CONTROLLER_HEALTH}/healthz"),
         CONTROLLER_SECONDS,
@@ -173,7 +174,8 @@ def down() -> list[str]:
     if PROCESSES.find(agent_sandbox.CONTROLLER) and api.ready():
         done.append(_delete_every(agent_sandbox.RESOURCE))
     servers = [s.process_name for s in (*SERVERS, AGENT_SANDBOX_SERVER)]
-    for name in servers + [agent_sandbox.CONTROLLER, CONTROLLER, RESOLVER, WHEELHOUSE]:
+    stopped = [agent_sandbox.CONTROLLER, CONTROLLER, RESOLVER, WHEELHOUSE, snapshots.PROCESS]
+    for name in servers + stopped:
         if PROCESSES.stop(name):
             done.append(f"stopped {name}")
     STATE_FILE.unlink(missing_ok=True)
@@ -195,6 +197,8 @@ def status() -> str:
             "agent-sandbox: not running (`up` starts its controller and server only when "
             "AGENT_SANDBOX_CONTROLLER_BIN and AGENT_SANDBOX_CRDS_DIR are set)"
         )
+    if snapshots.committer_image():
+        lines.append(f"snapshot registry ({snapshots.ADDRESS}): {_pid(snapshots.PROCESS)}")
     for server in (*SERVERS, AGENT_SANDBOX_SERVER) if agent else SERVERS:
         egress = f", egress {server.egress_mode}" if server.egress_mode else ""
         lines.append(
@@ -205,6 +209,18 @@ def status() -> str:
         resources = f"batchsandboxes,{agent_sandbox.RESOURCE}" if agent else "batchsandboxes"
         lines.append(kubectl("get", f"{resources},pods", "-n", NAMESPACE, "-o", "wide"))
     return "\n".join(lines)
+
+
+def controller_argv(controller: Path, committer: str | None) -> list[str]:
+    """The controller's command line; with the committer's image, its snapshot flags too."""
+    argv = [
+        str(controller),
+        f"--kubeconfig={ADMIN_KUBECONFIG}",
+        f"--health-probe-bind-address={CONTROLLER_HEALTH}",
+        "--metrics-bind-address=0",
+        f"--containerd-socket-path={CONTAINERD_SOCKET}",
+    ]
+    return argv + snapshots.controller_flags(committer) if committer else argv
 
 
 def batchsandboxes() -> set[str]:
@@ -294,6 +310,22 @@ def _start_agent_sandbox_controller(binary: Path, crds: Path) -> None:
         "The agent-sandbox controller is not healthy",
         agent_sandbox.CONTROLLER,
     )
+
+
+def _ensure_snapshot_registry(committer: str) -> None:
+    """The registry the committer pushes to, and the committer's image in the node's
+    containerd: the controller's Job names it with ``IfNotPresent``, and nothing is pullable."""
+    ensure_host_packages({"docker-registry": "docker-registry"})
+    snapshots.write_configuration()
+    if PROCESSES.find(snapshots.PROCESS) is None:
+        PROCESSES.start(snapshots.PROCESS, snapshots.argv())
+    _wait(
+        lambda: _answers(f"http://{snapshots.ADDRESS}/v2/"),
+        CONTROLLER_SECONDS,
+        f"The snapshot registry does not answer on {snapshots.ADDRESS}",
+        snapshots.PROCESS,
+    )
+    runtime.load_docker_image(committer)
 
 
 def _start_resolver() -> None:

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from dev.kube import config, pause
+from dev.kube import config, pause, snapshots
 from dev.kube.paths import (
     CNI_CONF_DIR,
     CONFIG_DIR,
@@ -46,8 +46,11 @@ def start() -> bool:
         return False
     CONFIG_DIR.mkdir(parents=True, exist_ok=True)
     config_file = CONFIG_DIR / "containerd.toml"
+    # Read at start only: a cluster started without the committer's image cannot pull a
+    # snapshot back from the registry (one committed on this node is in its containerd already).
+    hosts = snapshots.HOSTS_DIR if snapshots.committer_image() else None
     config_file.write_text(
-        config.to_toml(config.containerd_config(CONTAINERD_DIR, CNI_CONF_DIR, CNI_BIN_DIR))
+        config.to_toml(config.containerd_config(CONTAINERD_DIR, CNI_CONF_DIR, CNI_BIN_DIR, hosts))
     )
     PROCESSES.start(PROCESS, ["containerd", "--config", str(config_file)])
     deadline = time.monotonic() + START_SECONDS
