@@ -69,6 +69,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.stack)
     _skip_stand_in_only_tests_on_named_images(items)
     _skip_what_kubernetes_does_not_offer(items)
+    _skip_snapshots_where_the_servers_take_none(items)
 
 
 def _skip_what_kubernetes_does_not_offer(items: list[pytest.Item]) -> None:
@@ -81,6 +82,22 @@ def _skip_what_kubernetes_does_not_offer(items: list[pytest.Item]) -> None:
         if marker:
             reason = marker.kwargs.get("reason", "the Kubernetes runtime does not offer it")
             item.add_marker(pytest.mark.skip(reason=f"not_on_kubernetes: {reason}"))
+
+
+def _skip_snapshots_where_the_servers_take_none(items: list[pytest.Item]) -> None:
+    """A test that takes a snapshot is skipped, with the server's answer, when the stack's
+    servers cannot take one: a local cluster started without a snapshot registry."""
+    marked = [item for item in items if item.get_closest_marker("needs_snapshots")]
+    if not marked:
+        return
+    try:
+        state = read_state()
+    except RuntimeError:
+        return  # no stack: the stack fixture fails these tests with its own message
+    if not state.snapshots:
+        for item in marked:
+            why = kubernetes_selection.NO_SNAPSHOT_REGISTRY
+            item.add_marker(pytest.mark.skip(reason=f"no snapshots: {why}"))
 
 
 def _skip_stand_in_only_tests_on_named_images(items: list[pytest.Item]) -> None:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import pytest
 
 # Why a test of a prepared environment (a snapshot) is skipped there: OpenSandbox's controller
-# commits a pod to its snapshot registry, and the local cluster has none (docs/kubernetes.rst).
+# commits a pod to its snapshot registry, and the local cluster has one only when it was started
+# with an image-committer (dev/kube/snapshots.py).
 NO_SNAPSHOT_REGISTRY = (
     "a snapshot needs the controller's snapshot registry, and the server answers "
     "`RegistryNotConfigured: snapshot-registry not configured in controller manager` "

@@ -159,6 +159,7 @@ def up() -> StackState:
         images=docker_stack.images,
         image_kinds=docker_stack.image_kinds,
         host_mounts=str(HOST_MOUNTS),
+        snapshots=committer is not None,
     )
     STATE_FILE.write_text(state.to_json())
     STATE_FILE.chmod(0o600)  # it holds the API key

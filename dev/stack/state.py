@@ -90,6 +90,9 @@ class StackState:
     redis_url: str = ""
     # The host directory the servers let a sandbox mount ([storage] allowed_host_paths).
     host_mounts: str = str(HOST_MOUNTS_DIR)
+    # Whether the servers can take a snapshot: the Docker runtime always can; the Kubernetes
+    # runtime only when its controller has a registry to push the pod to (dev/kube/snapshots.py).
+    snapshots: bool = True
 
     def runs_named(self, role: str) -> bool:
         """Whether ``role`` is served by a named image rather than our stand-in."""
@@ -112,6 +115,7 @@ class StackState:
             data.get("image_kinds", {}),
             data.get("redis_url", ""),
             data.get("host_mounts", str(HOST_MOUNTS_DIR)),
+            data.get("snapshots", True),
         )
 
 

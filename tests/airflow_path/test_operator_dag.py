@@ -9,13 +9,12 @@ import pytest
 
 from dev.stack.state import ServerInfo
 from tests.airflow_path.dags_test import dags_test
-from tests.kubernetes_selection import NO_SNAPSHOT_REGISTRY
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "system_tests" / "example_opensandbox_operator.py"
 
 
-@pytest.mark.not_on_kubernetes(reason=NO_SNAPSHOT_REGISTRY)
+@pytest.mark.needs_snapshots
 def test_airflow_dags_test_runs_the_operator_dag(plain_server: ServerInfo, tmp_path: Path) -> None:
     output = dags_test(DAG_FILE, "example_opensandbox_operator", plain_server, tmp_path)
     assert "opensandbox operator e2e passed" in output

@@ -20,7 +20,6 @@ from opensandbox import SandboxManagerSync
 from opensandbox.exceptions import SandboxApiException
 
 from dev.stack.state import ServerInfo
-from tests.kubernetes_selection import NO_SNAPSHOT_REGISTRY
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "system_tests" / "example_sandbox_toolset_opensandbox_attach.py"
@@ -106,7 +105,7 @@ def test_a_later_task_reads_the_files_back_and_destroys_the_sandbox(dag_test, pl
     assert gone.value.status_code == 404
 
 
-@pytest.mark.not_on_kubernetes(reason=NO_SNAPSHOT_REGISTRY)
+@pytest.mark.needs_snapshots
 def test_the_prepared_variant_starts_the_attached_sandbox_from_a_snapshot_and_deletes_it(
     prepared_dag_test, plain_server
 ):

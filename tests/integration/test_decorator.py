@@ -13,7 +13,6 @@ from airflow.sdk import dag, task
 
 from opensandbox_provider.sandbox import OpenSandboxBackend, delete_snapshot, prepare_snapshot
 from tests.integration.test_operator import CONN_ID, destroyed
-from tests.kubernetes_selection import NO_SNAPSHOT_REGISTRY
 
 if TYPE_CHECKING:
     import decimal
@@ -110,7 +109,7 @@ def test_a_function_annotated_with_a_type_it_imports_itself_runs_in_the_sandbox(
     assert destroyed(operator._sandbox_id)
 
 
-@pytest.mark.not_on_kubernetes(reason=NO_SNAPSHOT_REGISTRY)
+@pytest.mark.needs_snapshots
 def test_python_command_runs_the_function_in_a_prepared_environment(
     built, backend_on, plain_server
 ) -> None:

@@ -23,7 +23,6 @@ from dev.stack.wheels import wheel
 from opensandbox_provider.sandbox import OpenSandboxBackend, delete_snapshot
 from opensandbox_provider.sandbox._snapshots import find_snapshot, prepare_snapshot
 from tests.integration.test_operator import CONN_ID, destroyed
-from tests.kubernetes_selection import NO_SNAPSHOT_REGISTRY
 
 PACKAGE = "osb-probe"
 MODULE = "osb_probe"
@@ -86,7 +85,7 @@ def on_dns_nft_server(dns_nft_server: ServerInfo, monkeypatch: pytest.MonkeyPatc
     return dns_nft_server
 
 
-@pytest.mark.not_on_kubernetes(reason=NO_SNAPSHOT_REGISTRY)
+@pytest.mark.needs_snapshots
 def test_requirements_are_installed_once_and_reused_and_a_change_rebuilds(
     on_dns_nft_server: ServerInfo, index: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -144,7 +143,7 @@ def test_a_requirement_that_cannot_be_installed_fails_the_task_naming_the_comman
     assert operator._sandbox_id is None
 
 
-@pytest.mark.not_on_kubernetes(reason=NO_SNAPSHOT_REGISTRY)
+@pytest.mark.needs_snapshots
 def test_two_runs_preparing_at_once_leave_one_snapshot_between_them(
     plain_server: ServerInfo, monkeypatch: pytest.MonkeyPatch
 ) -> None:

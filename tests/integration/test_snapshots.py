@@ -27,7 +27,6 @@ from opensandbox_provider.sandbox import (
     delete_snapshot,
     prepare_snapshot,
 )
-from tests.kubernetes_selection import NO_SNAPSHOT_REGISTRY
 from tests.network.sandboxes import Listener
 
 # Long enough for a SYN to an answering host on this machine, so a timeout means a drop.
@@ -105,7 +104,7 @@ def listener(stack: StackState) -> Iterator[Listener]:
     bound.close()
 
 
-@pytest.mark.not_on_kubernetes(reason=NO_SNAPSHOT_REGISTRY)
+@pytest.mark.needs_snapshots
 def test_preparing_again_with_the_same_inputs_reuses_the_snapshot_and_its_files(
     backend_on, plain_server, snapshots, start
 ):
@@ -131,7 +130,7 @@ def test_preparing_again_with_the_same_inputs_reuses_the_snapshot_and_its_files(
     assert OWNER_TAG not in backend.read_tags(handle)
 
 
-@pytest.mark.not_on_kubernetes(reason=NO_SNAPSHOT_REGISTRY)
+@pytest.mark.needs_snapshots
 def test_a_snapshot_prepared_with_the_network_open_starts_deny_all_under_the_default_spec(
     backend_on, dns_nft_server, stack, listener, snapshots, start
 ):
@@ -192,7 +191,7 @@ def sandbox_ids(server: ServerInfo) -> set[str]:
     return {info.id for info in page.sandbox_infos}
 
 
-@pytest.mark.not_on_kubernetes(reason=NO_SNAPSHOT_REGISTRY)
+@pytest.mark.needs_snapshots
 def test_time_to_first_command_from_the_plain_image_and_from_a_prepared_snapshot(
     backend_on, plain_server, snapshots, start, record_property
 ):
@@ -228,7 +227,7 @@ def test_time_to_first_command_from_the_plain_image_and_from_a_prepared_snapshot
     assert from_snapshot < from_image
 
 
-@pytest.mark.not_on_kubernetes(reason=NO_SNAPSHOT_REGISTRY)
+@pytest.mark.needs_snapshots
 def test_the_operator_starts_its_sandbox_from_a_snapshot_rendered_from_its_template(
     backend_on, plain_server, snapshots
 ):

@@ -40,8 +40,18 @@ class Server:
         self.state = "Running"
         self.expires_at = datetime.now(UTC) + timedelta(seconds=600)
         self.calls: list[str] = []
+        # As the Kubernetes runtime: a state the sandbox is on its way to, reached after this
+        # many more reads of its info.
+        self.on_the_way: tuple[str, int] | None = None
+        self.then: tuple[str, int] | None = None
 
     def get_sandbox_info(self, sandbox: str) -> SimpleNamespace:
+        if self.on_the_way is not None:
+            arrives_at, reads_left = self.on_the_way
+            self.on_the_way = (arrives_at, reads_left - 1) if reads_left > 1 else None
+            if reads_left <= 1:
+                self.state = arrives_at
+                self.on_the_way, self.then = self.then, None
         return SimpleNamespace(
             id=sandbox,
             metadata=dict(self.metadata),
@@ -118,7 +128,7 @@ def test_pausing_what_is_already_paused_says_so_instead_of_failing(server) -> No
 def test_resuming_what_another_task_resumed_first_is_no_failure(server) -> None:
     backend = OpenSandboxBackend()
 
-    assert _pause.resume(backend._lifecycle, "sb-1") >= 0
+    assert _pause.resume(backend._lifecycle, "sb-1", within=1) >= 0
     assert server.calls == ["resume"]
 
 
@@ -169,6 +179,53 @@ def test_reaching_for_a_paused_sandbox_resumes_it_before_connecting(server, conn
     assert server.calls == ["resume", "connect while Running"]
     assert connects == ["sb-1"]
     assert record.sdk.id == "sb-1"
+
+
+def test_a_sandbox_still_pausing_is_waited_for_then_resumed_and_reached_once_it_runs(
+    server, connects
+) -> None:
+    server.state = "Pausing"
+    server.on_the_way = ("Paused", 3)
+    backend = OpenSandboxBackend()
+
+    original_resume = server.resume_sandbox
+
+    def resume_slowly(sandbox: str) -> None:
+        # Accepted, but still reported paused at first, as the Kubernetes runtime does.
+        original_resume(sandbox)
+        server.state, server.on_the_way = "Paused", ("Resuming", 2)
+        server.then = ("Running", 2)
+
+    server.resume_sandbox = resume_slowly  # type: ignore[method-assign]
+
+    backend._sandbox("sb-1")
+
+    assert server.calls == ["resume", "connect while Running"]
+    assert connects == ["sb-1"]
+
+
+def test_a_sandbox_pausing_past_ready_timeout_is_an_error_that_names_it(server, connects) -> None:
+    server.state = "Pausing"
+    backend = OpenSandboxBackend(ready_timeout=0.6)
+
+    with pytest.raises(SandboxError, match=r"Sandbox sb-1 was still pausing 0.6s later"):
+        backend._sandbox("sb-1")
+    assert server.calls == []
+
+
+def test_a_sandbox_that_fails_on_its_way_back_from_a_pause_is_an_error(server, connects) -> None:
+    server.state = "Paused"
+    backend = OpenSandboxBackend()
+
+    def resume_into_failure(sandbox: str) -> None:
+        server.calls.append("resume")
+        server.state, server.on_the_way = "Resuming", ("Failed", 2)
+
+    server.resume_sandbox = resume_into_failure  # type: ignore[method-assign]
+
+    with pytest.raises(SandboxError, match="did not come back from its pause: it is Failed"):
+        backend._sandbox("sb-1")
+    assert server.calls == ["resume"]
 
 
 def test_reaching_for_a_running_sandbox_resumes_nothing(server, connects) -> None:

@@ -289,8 +289,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             raise SandboxTerminalError(f"{handle!r} is not a sandbox handle.")
         config = self._connection_config()
         info = self._info(handle, doing=f"reconnect to sandbox {handle}")
+        info = _pause.settled(self._lifecycle, info, within=self.ready_timeout)
         # Endpoints are resolved after the resume: a runtime may move them across a pause.
-        resumed = _pause.resume(self._lifecycle, handle) if _pause.is_paused(info) else None
+        resumed = None
+        if _pause.is_paused(info):
+            resumed = _pause.resume(self._lifecycle, handle, within=self.ready_timeout)
         sdk = connect(handle, config=config, ready_timeout=self.ready_timeout)
         record = SandboxRecord.reconnected(
             sdk, info, lease=self.sandbox_timeout, workdir=self.workdir
