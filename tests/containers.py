@@ -24,6 +24,23 @@ from dev.stack.state import runtime
 
 # How long a command may take to appear in its container's process list.
 START_SECONDS = 30.0
+# How long a destroyed sandbox's containers may take to go: Docker removes them within a
+# second or two once the server answers, on a loaded machine within seconds more.
+REMOVAL_SECONDS = 15.0
+# On Kubernetes the pod is deleted with its termination grace period (the default, 30 s): a
+# pod that takes the SIGTERM is gone in about 2 s, but a frozen one cannot take it, and the
+# kubelet kills it only when that period ends (31 s measured).
+POD_GRACE_SECONDS = 30.0
+
+
+def assert_no_container(sandbox: str) -> None:
+    """Fails unless every container of ``sandbox`` is gone within the runtime's time to
+    remove them."""
+    grace = POD_GRACE_SECONDS if runtime() == "kubernetes" else 0.0
+    deadline = time.monotonic() + REMOVAL_SECONDS + grace
+    while (left := containers_of(sandbox)) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert not left, f"sandbox {sandbox} left containers behind: {left}"
 
 
 def containers_of(sandbox: str) -> list[str]:

@@ -24,7 +24,7 @@ from opensandbox.exceptions import SandboxApiException
 
 from dev.stack.state import ServerInfo
 from opensandbox_provider.sandbox._lease import renewal_interval
-from tests.containers import containers_of
+from tests.containers import assert_no_container
 
 LEASE = 60.0  # the server refuses a shorter lifetime (422)
 # A sandbox past its lease that is still there is a failure, not a hang: the server's
@@ -151,7 +151,7 @@ def test_a_killed_workers_sandbox_is_reclaimed_within_one_lease(
         gone = datetime.now(UTC)
 
         assert not exists(manager, sandbox)
-        assert containers_of(sandbox) == []
+        assert_no_container(sandbox)
         print(
             f"\nlease {LEASE:g}s: sandbox gone {(gone - killed).total_seconds():.1f}s after the "
             f"worker was killed, {(gone - last_expiry).total_seconds():+.1f}s from the expiry "

@@ -4,14 +4,12 @@ every case repeats (no container left, no API key in any log line or error)."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxSpec
 
 from dev.stack.state import ServerInfo, StackState
-from tests.containers import containers_of
 from tests.own_server import RELIABILITY, OwnServer, running_own_server
 from tests.reliability.cleanup import destroy_directly
 from tests.reliability.faultproxy import FaultProxy
@@ -19,15 +17,6 @@ from tests.reliability.faultproxy import FaultProxy
 # Open egress, so the plain server (no sidecar) can provision it; egress is not what this suite
 # is about.
 OPEN = SandboxSpec(block_network=False)
-# Destroy returns before Docker has finished removing the container.
-REMOVAL_SECONDS = 15.0
-
-
-def assert_no_container(sandbox: str) -> None:
-    deadline = time.monotonic() + REMOVAL_SECONDS
-    while (left := containers_of(sandbox)) and time.monotonic() < deadline:
-        time.sleep(0.25)
-    assert not left, f"sandbox {sandbox} left containers behind: {left}"
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.containers import assert_no_container
 from tests.reliability.cleanup import destroy_directly
-from tests.reliability.conftest import assert_no_container
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = Path(__file__).resolve().parent / "dags"

@@ -10,8 +10,9 @@ import asyncio
 
 from airflow.providers.common.ai.toolsets import SandboxToolset
 
+from tests.containers import assert_no_container
 from tests.reliability.bounded import within
-from tests.reliability.conftest import OPEN, assert_key_hidden, assert_no_container
+from tests.reliability.conftest import OPEN, assert_key_hidden
 from tests.reliability.scripted_agent import scripted_agent, succeeded
 
 RUNS = 16

@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.conftest import OPEN, assert_no_container
+from tests.containers import assert_no_container
+from tests.reliability.conftest import OPEN
 from tests.reliability.worker_namespace import WorkerNamespace
 
 LINES = 30

@@ -19,10 +19,10 @@ import time
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxSpec, SandboxTerminalError
 
-from tests.containers import run_frozen
+from tests.containers import assert_no_container, containers_of, run_frozen
 from tests.markers import NEEDS_STALL_SWITCH
 from tests.reliability.bounded import long_command, within
-from tests.reliability.conftest import assert_key_hidden, assert_no_container, containers_of
+from tests.reliability.conftest import assert_key_hidden
 
 CAP = 50 * 1024
 # SPEC.md behaviour 7 allows the stream 30 s past the budget; anything far beyond that hangs.

@@ -19,14 +19,10 @@ import pytest
 from airflow.providers.common.ai.sandbox import SandboxError, SandboxTerminalError
 
 from dev.stack.state import ServerInfo
+from tests.containers import assert_no_container, containers_of
 from tests.reliability.bounded import long_command, within
 from tests.reliability.cleanup import destroy_directly
-from tests.reliability.conftest import (
-    OPEN,
-    assert_key_hidden,
-    assert_no_container,
-    containers_of,
-)
+from tests.reliability.conftest import OPEN, assert_key_hidden
 
 CAP = 50 * 1024
 DEADLINE = 120.0
