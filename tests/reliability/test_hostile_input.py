@@ -18,7 +18,8 @@ import socket
 import pytest
 from airflow.providers.common.ai.sandbox import SandboxError, SandboxTerminalError
 
-from tests.reliability.conftest import OPEN, assert_key_hidden, assert_no_container
+from tests.containers import assert_no_container
+from tests.reliability.conftest import OPEN, assert_key_hidden
 
 BASE = "/srv/hostile"
 CAP = 50 * 1024
