@@ -84,17 +84,25 @@ def _skip_what_kubernetes_does_not_offer(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.skip(reason=f"not_on_kubernetes: {reason}"))
 
 
+def _marked_with_state(
+    items: list[pytest.Item], marker: str
+) -> tuple[list[pytest.Item], StackState | None]:
+    """The items with ``marker``, and the stack's state when there are some and a stack;
+    with no stack the stack fixture fails them with its own message."""
+    marked = [item for item in items if item.get_closest_marker(marker)]
+    if not marked:
+        return marked, None
+    try:
+        return marked, read_state()
+    except RuntimeError:
+        return marked, None
+
+
 def _skip_snapshots_where_the_servers_take_none(items: list[pytest.Item]) -> None:
     """A test that takes a snapshot is skipped, with the server's answer, when the stack's
     servers cannot take one: a local cluster started without a snapshot registry."""
-    marked = [item for item in items if item.get_closest_marker("needs_snapshots")]
-    if not marked:
-        return
-    try:
-        state = read_state()
-    except RuntimeError:
-        return  # no stack: the stack fixture fails these tests with its own message
-    if not state.snapshots:
+    marked, state = _marked_with_state(items, "needs_snapshots")
+    if state is not None and not state.snapshots:
         for item in marked:
             why = kubernetes_selection.NO_SNAPSHOT_REGISTRY
             item.add_marker(pytest.mark.skip(reason=f"no snapshots: {why}"))
@@ -103,13 +111,9 @@ def _skip_snapshots_where_the_servers_take_none(items: list[pytest.Item]) -> Non
 def _skip_stand_in_only_tests_on_named_images(items: list[pytest.Item]) -> None:
     """A test that needs a behaviour only our stand-in has is skipped, saying so, when the stack
     runs a named image (the real execd, say) in that role; every other test runs on both."""
-    marked = [item for item in items if item.get_closest_marker("stand_in_only")]
-    if not marked:
+    marked, state = _marked_with_state(items, "stand_in_only")
+    if state is None:
         return
-    try:
-        state = read_state()
-    except RuntimeError:
-        return  # no stack: the stack fixture fails these tests with its own message
     for item in marked:
         marker = item.get_closest_marker("stand_in_only")
         role = marker.args[0] if marker.args else "execd"

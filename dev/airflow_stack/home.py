@@ -6,7 +6,7 @@ import os
 import secrets
 import socket
 from base64 import urlsafe_b64encode
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +53,12 @@ def choose_api_port(requested: int | None) -> int:
                 "or leave it unset to take the first free port from 8080 up."
             )
         return requested
-    for port in range(PREFERRED_PORT, PREFERRED_PORT + PORT_SEARCH_SPAN):
+    return first_free_port(range(PREFERRED_PORT, PREFERRED_PORT + PORT_SEARCH_SPAN))
+
+
+def first_free_port(ports: Iterable[int]) -> int:
+    """The first of ``ports`` that is free, or else any free one."""
+    for port in ports:
         if _port_is_free(port):
             return port
     return any_free_port()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dev.airflow_stack import celery_topology
-from dev.airflow_stack.home import AIRFLOW_DIR
+from dev.airflow_stack.home import AIRFLOW_DIR, PORT_SEARCH_SPAN, PREFERRED_PORT, first_free_port
 from dev.airflow_stack.running import RunningAirflow, running_airflow
 from dev.stack.state import ServerInfo, StackState
 from tests.own_server import TOPOLOGY, OwnServer, running_own_server
@@ -22,6 +22,10 @@ TEST_DAGS = [
     HERE.parent / "airflow_path" / "dags" / "opensandbox_deferred_ticks.py",
     HERE.parent / "airflow_path" / "dags" / "opensandbox_deferred_timeout.py",
 ]
+# The api-server's ports: past those tests/airflow_path's Airflow homes search from, which
+# start and stop beside the topology (tests/work_units.py); two searches of one span at once
+# could both take its first free port before either binds it.
+API_PORTS = range(PREFERRED_PORT + PORT_SEARCH_SPAN, PREFERRED_PORT + 2 * PORT_SEARCH_SPAN)
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +37,10 @@ def celery_airflow(plain_server: ServerInfo) -> Iterator[RunningAirflow]:
     celery_topology.stop(home)  # left running by an interrupted earlier session
     shutil.rmtree(home, ignore_errors=True)
     site, topology = celery_topology.prepare(
-        home, extra_dags=TEST_DAGS, extra_server_ports=(TOPOLOGY.port,)
+        home,
+        port=first_free_port(API_PORTS),
+        extra_dags=TEST_DAGS,
+        extra_server_ports=(TOPOLOGY.port,),
     )
     with running_airflow(site, topology) as running:
         print(f"\ncelery topology up in {running.startup_seconds:.1f}s at {site.base_url}")

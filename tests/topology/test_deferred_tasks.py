@@ -18,13 +18,13 @@ from dev.airflow_stack.celery_topology import (
     CeleryTopology,
 )
 from dev.airflow_stack.running import RunningAirflow, trigger
-from dev.stack import leaks
 from dev.stack.state import ServerInfo
 from tests.airflow_path.dags import opensandbox_deferred_ticks as ticks
 from tests.airflow_path.dags import opensandbox_deferred_timeout as outlasting
 from tests.own_server import OwnServer
 from tests.reliability.cleanup import destroy_directly
 from tests.topology.dags import opensandbox_short_lease as short_lease
+from tests.topology.leftovers import run_leftovers
 
 T = TypeVar("T")
 
@@ -78,7 +78,6 @@ def test_a_killed_triggerers_trigger_is_taken_up_by_the_other_and_the_task_gets_
 ) -> None:
     topology, api = celery_airflow.topology, celery_airflow.api
     assert isinstance(topology, CeleryTopology)
-    before = leaks.opensandbox_resources()
     run_id = trigger(celery_airflow, plain_server, ticks.DAG_ID, conf={"seconds": HANDOFF_TICKS})
     sandbox = _watched_sandbox(api, ticks.DAG_ID, run_id, ticks.TASK_ID)
     holder = api.triggerer_host(ticks.DAG_ID, run_id, ticks.TASK_ID)
@@ -112,7 +111,7 @@ def test_a_killed_triggerers_trigger_is_taken_up_by_the_other_and_the_task_gets_
             "stdout": ticks.expected_stdout(HANDOFF_TICKS),
         }
         assert not plain_server.has_sandbox(sandbox)
-        assert leaks.leftovers(before) == []
+        assert run_leftovers(ticks.DAG_ID, run_id) == []
     finally:
         destroy_directly(plain_server, [sandbox])
         topology.start_triggerer(celery_airflow.site, holder)
@@ -122,7 +121,6 @@ def test_a_lifecycle_server_stopped_across_a_renewal_costs_the_deferred_task_not
     celery_airflow: RunningAirflow, topology_server: OwnServer
 ) -> None:
     api, server = celery_airflow.api, topology_server.info
-    before = leaks.opensandbox_resources()
     run_id = trigger(celery_airflow, server, short_lease.DAG_ID, conf={"seconds": LEASE_TICKS})
     sandbox = _watched_sandbox(api, short_lease.DAG_ID, run_id, short_lease.TASK_ID)
     try:
@@ -140,7 +138,7 @@ def test_a_lifecycle_server_stopped_across_a_renewal_costs_the_deferred_task_not
             "stdout": ticks.expected_stdout(LEASE_TICKS),
         }
         assert not server.has_sandbox(sandbox)
-        assert leaks.leftovers(before) == []
+        assert run_leftovers(short_lease.DAG_ID, run_id) == []
     finally:
         topology_server.start()
         destroy_directly(server, [sandbox])
@@ -150,7 +148,6 @@ def test_a_deferred_task_marked_failed_loses_its_sandbox_within_ten_seconds(
     celery_airflow: RunningAirflow, plain_server: ServerInfo
 ) -> None:
     api = celery_airflow.api
-    before = leaks.opensandbox_resources()
     run_id = trigger(celery_airflow, plain_server, ticks.DAG_ID, conf={"seconds": 300})
     sandbox = _watched_sandbox(api, ticks.DAG_ID, run_id, ticks.TASK_ID)
     try:
@@ -167,7 +164,7 @@ def test_a_deferred_task_marked_failed_loses_its_sandbox_within_ten_seconds(
             f"\nsandbox gone {time.monotonic() - marked_at:.1f}s after the task was marked failed"
         )
         assert api.task_instances(ticks.DAG_ID, run_id)[ticks.TASK_ID]["state"] == "failed"
-        assert leaks.leftovers(before) == []
+        assert run_leftovers(ticks.DAG_ID, run_id) == []
     finally:
         destroy_directly(plain_server, [sandbox])
 
@@ -180,7 +177,6 @@ def test_a_deferred_command_outlasting_execution_timeout_fails_the_task_and_its_
     celery_airflow: RunningAirflow, plain_server: ServerInfo
 ) -> None:
     api = celery_airflow.api
-    before = leaks.opensandbox_resources()
     run_id = trigger(celery_airflow, plain_server, outlasting.DAG_ID)
     limit = outlasting.EXECUTION_TIMEOUT.total_seconds()
     assert api.wait_for_run(outlasting.DAG_ID, run_id, timeout=RUN_TIMEOUT) == "failed"
@@ -198,4 +194,4 @@ def test_a_deferred_command_outlasting_execution_timeout_fails_the_task_and_its_
     assert any("AirflowTaskTimeout" in e for e in events), events
     created = next(m for e in events if (m := re.search(r"Created OpenSandbox sandbox (\S+) ", e)))
     assert not plain_server.has_sandbox(created.group(1))
-    assert leaks.leftovers(before) == []
+    assert run_leftovers(outlasting.DAG_ID, run_id) == []

@@ -17,10 +17,10 @@ from dev.airflow_stack.celery_topology import (
     CeleryTopology,
 )
 from dev.airflow_stack.running import RunningAirflow, trigger
-from dev.stack import leaks
 from dev.stack.state import ServerInfo
 from tests.reliability.cleanup import destroy_directly
 from tests.topology.dags import opensandbox_long_retried as retried
+from tests.topology.leftovers import run_leftovers
 
 # Creating the sandbox and the first tick took a few seconds here; the bound allows a loaded
 # machine.
@@ -81,7 +81,6 @@ def test_the_retry_of_a_task_whose_worker_was_killed_succeeds_on_the_other_worke
 ) -> None:
     topology = celery_airflow.topology
     assert isinstance(topology, CeleryTopology)
-    before = leaks.opensandbox_resources()
     run_id = trigger(celery_airflow, plain_server, retried.DAG_ID)
     lost, first_sandbox = _wait_for_first_tick(celery_airflow, run_id)
     assert lost in WORKER_NAMES, lost
@@ -104,7 +103,7 @@ def test_the_retry_of_a_task_whose_worker_was_killed_succeeds_on_the_other_worke
         lines = tries_file.read_text().splitlines()
         print(f"tries file: {lines[0]!r} ... {len(lines)} lines ... {lines[-1]!r}")
         _one_at_a_time(lines)
-        assert leaks.leftovers(before) == []
+        assert run_leftovers(retried.DAG_ID, run_id) == []
     finally:
         # Whatever the outcome, the shared stack keeps no sandbox of this test's.
         destroy_directly(plain_server, [first_sandbox])

@@ -7,9 +7,9 @@ from collections import Counter
 
 from dev.airflow_stack.celery_topology import WORKER_NAMES
 from dev.airflow_stack.running import RunningAirflow, trigger
-from dev.stack import leaks
 from dev.stack.state import ServerInfo
 from tests.topology.dags import opensandbox_fanout as fanout
+from tests.topology.leftovers import run_leftovers
 
 OPERATOR_TASKS = 60
 AGENT_TASKS = 10
@@ -22,7 +22,6 @@ def test_mapped_sandbox_tasks_spread_over_both_workers_and_all_succeed(
     celery_airflow: RunningAirflow, plain_server: ServerInfo
 ) -> None:
     api = celery_airflow.api
-    before = leaks.opensandbox_resources()
     started = time.monotonic()
     conf = {"operators": OPERATOR_TASKS, "agents": AGENT_TASKS}
     run_id = trigger(celery_airflow, plain_server, fanout.DAG_ID, conf=conf)
@@ -52,4 +51,4 @@ def test_mapped_sandbox_tasks_spread_over_both_workers_and_all_succeed(
     assert {instance["state"] for instance in everything} == {"success"}
     # Every task ran on one of the workers, and each worker ran some.
     assert set(shares) == set(WORKER_NAMES), shares
-    assert leaks.leftovers(before) == []
+    assert run_leftovers(fanout.DAG_ID, run_id) == []
