@@ -3,22 +3,27 @@ side without touching each other.
 
 A unit runs on one worker, its tests in order. Most units are one test file: its tests create
 sandboxes of their own and wait on them, so files run side by side as two users of one server
-would. Two units are whole folders:
+would. Two units are whole folders, handed out first, the longer first:
 
 - "airflow", tests/airflow_path: its files share one migrated Airflow home, its api-server
   port and its Dag folder, so they run one after another; beside the files, it is one more
-  user of the stack. It is handed out first, being the longest.
-- "host", tests/stack, tests/reliability, tests/network and tests/topology, which change what
-  every other test stands on: they start and stop OpenSandbox servers of their own (a server
-  that starts takes over the expiry of every sandbox on the Docker engine, whichever server
-  made it, and removes every egress sidecar whose sandbox container it does not see, which
-  is what another server's create looks like between its two containers: a fresh-clone run
-  with this unit beside the others failed a create so), freeze containers, make network
-  namespaces with nftables rules of their own on the host, and count every OpenSandbox
-  container on the engine. It runs last and alone: every worker but one stops as it runs
-  out of files, and the last one left runs it once it has run its own, beside what the
-  others still held (at most one test each, which tests/network, the unit's first folder,
-  stands). Its folders run in the order collected.
+  user of the stack.
+- "topology", tests/topology: its files share one celery topology in one Airflow home.
+
+Nothing runs alone. What the folders that stand on the host do reaches no other test:
+
+- The OpenSandbox servers that tests start and restart (tests/own_server.py) see the Docker
+  engine through a view that lists only the containers they made (tests/engine_view.py). A
+  server that starts otherwise removes every egress sidecar it sees without its sandbox
+  container, which is what another server's create looks like between its two containers,
+  and ends every sandbox past the expiry its labels give, which renewals through another
+  server do not change: beside the rest, both failed other tests' sandboxes before the view.
+- tests/reliability's network namespaces and nftables tables, and tests/topology's bridge,
+  namespaces and table, have names of their own and rules only for their own links; the
+  containers they freeze or kill are their own sandboxes'.
+- The topology's leftover checks count only their own Airflow run's sandboxes
+  (tests/topology/leftovers.py); the run-wide leak check runs in the controller
+  (tests/leak_check.py), which sees every worker's sandboxes.
 
 Without xdist (``-n 0``) the suite runs in one process and nothing here applies.
 """
@@ -28,13 +33,12 @@ from __future__ import annotations
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-# The units that are whole folders, by name: the folders (as node ids begin) each is made of.
+# The units that are whole folders, by name, in the order they are handed out: the folders
+# (as node ids begin) each is made of.
 FOLDER_UNITS = {
     "airflow": ("tests/airflow_path/",),
-    "host": ("tests/stack/", "tests/reliability/", "tests/network/", "tests/topology/"),
+    "topology": ("tests/topology/",),
 }
-# The units that run with nothing beside them.
-ALONE = {"host"}
 
 
 def unit_of(nodeid: str) -> str:
@@ -46,22 +50,20 @@ def unit_of(nodeid: str) -> str:
 
 
 def in_unit_order(items: list[pytest.Item]) -> None:
-    """Sorts ``items`` so the units come in the order they are handed out: the longest shared
-    unit first, the files as collected, the units that run alone last. Stable, so each unit
-    keeps its own order."""
+    """Sorts ``items`` so the units come in the order they are handed out: the folder units
+    first, in FOLDER_UNITS's order, then the files as collected. Stable, so each unit keeps
+    its own order."""
+    names = list(FOLDER_UNITS)
 
     def rank(item: pytest.Item) -> int:
         unit = unit_of(item.nodeid)
-        if unit in ALONE:
-            return 2
-        return 0 if unit in FOLDER_UNITS else 1
+        return names.index(unit) if unit in FOLDER_UNITS else len(names)
 
     items.sort(key=rank)
 
 
 class UnitScheduling(LoadScopeScheduling):
-    """xdist's scope scheduling, with our units as its scopes in the order collected, and
-    the units of ALONE left to the last worker."""
+    """xdist's scope scheduling, with our units as its scopes in the order collected."""
 
     def __init__(self, config: pytest.Config, log: object = None) -> None:
         super().__init__(config, log)
@@ -70,17 +72,6 @@ class UnitScheduling(LoadScopeScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         return unit_of(nodeid)
-
-    def _assign_work_unit(self, node) -> None:  # noqa: ANN001 - xdist's WorkerController
-        if next(iter(self.workqueue)) in ALONE:
-            if any(o is not node and not o.shutting_down for o in self.assigned_work):
-                # A worker runs a test only once it knows the next one or that it stops, so a
-                # worker down to its last test cannot be kept waiting for the others: it stops
-                # once it has run it, and the last worker left runs the unit.
-                if self._pending_of(self.assigned_work[node]) <= 1:
-                    node.shutdown()
-                return
-        super()._assign_work_unit(node)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadScopeScheduling:

@@ -2,8 +2,10 @@
 
 All three share one Docker engine. The server treats every container labelled
 ``opensandbox.io/id`` as its own (it lists them, and expires them at start-up), so each server
-also sees the others' sandboxes. That is harmless here: tests address sandboxes by id, and every
-sandbox they create has a timeout long past the run.
+also sees the others' sandboxes. That is harmless here: the three start together, before any
+test runs, tests address sandboxes by id, and every sandbox they create has a timeout long past
+the run. A server a test starts mid-run is given a ``docker_host`` of its own instead
+(tests/engine_view.py says why).
 """
 
 import hashlib
@@ -144,20 +146,24 @@ def launch_servers(key: str, choice: images.ImageChoice) -> list[tuple[ServerSpe
     return launched
 
 
-def ensure_server(spec: ServerSpec, key: str, choice: images.ImageChoice) -> bool | None:
-    """Launches ``spec`` unless it already runs with this key, config and execd image.
+def ensure_server(
+    spec: ServerSpec, key: str, choice: images.ImageChoice, docker_host: str | None = None
+) -> bool | None:
+    """Launches ``spec`` unless it already runs with this key, config and execd image, and
+    reaching the Docker engine at ``docker_host`` (the environment's when None).
 
     Returns None when it was left running, else whether an older process was stopped first.
     """
     config = spec.config(key, choice)
     HOST_MOUNTS_DIR.mkdir(parents=True, exist_ok=True)
-    fingerprint = _fingerprint(config, images.image_id(choice.image("execd")) or "")
+    execd = images.image_id(choice.image("execd")) or ""
+    fingerprint = _fingerprint(config, execd, docker_host or "")
     running = processes.find(spec.process_name)
     if running is not None and running.fingerprint == fingerprint:
         return None
     if running is not None:
         processes.stop(spec.process_name)
-    _launch(spec, config, fingerprint)
+    _launch(spec, config, fingerprint, docker_host)
     return running is not None
 
 
@@ -174,7 +180,7 @@ def is_running(spec: ServerSpec) -> bool:
     return processes.find(spec.process_name) is not None
 
 
-def _launch(spec: ServerSpec, config: str, fingerprint: str) -> None:
+def _launch(spec: ServerSpec, config: str, fingerprint: str, docker_host: str | None) -> None:
     home = spec.directory / "home"
     home.mkdir(parents=True, exist_ok=True)
     config_path = spec.directory / "config.toml"
@@ -183,6 +189,8 @@ def _launch(spec: ServerSpec, config: str, fingerprint: str) -> None:
     # HOME holds the server's metadata patches and renewals; one per server keeps them apart.
     env = {**os.environ, "HOME": str(home)}
     env.pop("OPENSANDBOX_SERVER_API_KEY", None)  # it would override the key in the config
+    if docker_host is not None:
+        env["DOCKER_HOST"] = docker_host
     argv = [str(SERVER_VENV / "bin" / "opensandbox-server"), "--config", str(config_path)]
     processes.start(spec.process_name, argv, env=env, fingerprint=fingerprint)
 
@@ -205,5 +213,5 @@ def _wait_healthy(spec: ServerSpec) -> None:
         time.sleep(0.2)
 
 
-def _fingerprint(config: str, execd_image_id: str) -> str:
-    return hashlib.sha256(json.dumps([config, execd_image_id]).encode()).hexdigest()[:16]
+def _fingerprint(*parts: str) -> str:
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]

@@ -13,15 +13,18 @@ pytest.importorskip("xdist", reason="pytest-xdist is not installed in this envir
 
 from tests.work_units import UnitScheduling, in_unit_order, unit_of  # noqa: E402
 
+# As the workers collect them, in_unit_order having sorted them.
 COLLECTED = [
     "tests/airflow_path/test_a.py::test_1",
     "tests/airflow_path/test_b.py::test_1",
+    "tests/topology/test_t.py::test_1",
+    "tests/topology/test_u.py::test_1",
+    "tests/integration/test_lease.py::test_1",
     "tests/integration/test_x.py::test_1",
     "tests/integration/test_x.py::test_2",
-    "tests/integration/test_y.py::test_1",
-    "tests/unit/test_z.py::test_1",
     "tests/network/test_n.py::test_1",
-    "tests/topology/test_t.py::test_1",
+    "tests/reliability/test_server_faults.py::test_1",
+    "tests/unit/test_z.py::test_1",
 ]
 
 
@@ -77,58 +80,45 @@ def run_to_the_end(scheduler: UnitScheduling, workers: list[Worker], seed: int) 
 def test_the_folders_that_share_something_are_one_unit_each_and_other_tests_their_file() -> None:
     assert {unit_of(n) for n in COLLECTED} == {
         "airflow",
-        "host",
+        "topology",
+        "tests/integration/test_lease.py",
         "tests/integration/test_x.py",
-        "tests/integration/test_y.py",
+        "tests/network/test_n.py",
+        "tests/reliability/test_server_faults.py",
         "tests/unit/test_z.py",
     }
 
 
-def test_units_are_ordered_longest_shared_first_and_those_that_run_alone_last() -> None:
+def test_the_folder_units_come_first_in_their_order_each_keeping_its_own() -> None:
     items = [SimpleNamespace(nodeid=n) for n in reversed(COLLECTED)]
     in_unit_order(items)
-    units = [unit_of(item.nodeid) for item in items]
-    assert units[:2] == ["airflow", "airflow"]
-    assert units[-2:] == ["host", "host"]
-    assert set(units[2:-2]) == {
-        "tests/unit/test_z.py",
-        "tests/integration/test_y.py",
-        "tests/integration/test_x.py",
-    }
+    ids = [item.nodeid for item in items]
+    assert ids[:4] == [
+        "tests/airflow_path/test_b.py::test_1",
+        "tests/airflow_path/test_a.py::test_1",
+        "tests/topology/test_u.py::test_1",
+        "tests/topology/test_t.py::test_1",
+    ]
+    assert ids[4:] == list(reversed(COLLECTED[4:]))
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_every_test_runs_once_and_the_host_unit_alone_on_the_last_worker(seed: int) -> None:
+def test_every_test_runs_once_each_unit_on_one_worker_in_its_order(seed: int) -> None:
     workers = [Worker("a"), Worker("b"), Worker("c")]
     scheduler = scheduler_with(workers)
     events = run_to_the_end(scheduler, workers, seed)
 
-    ran = [node for kind, _, node in events if kind == "ran"]
-    assert sorted(ran) == sorted(COLLECTED)
+    ran = [(who, node) for kind, who, node in events if kind == "ran"]
+    assert sorted(node for _, node in ran) == sorted(COLLECTED)
     assert scheduler.tests_finished
-    host = [(i, who) for i, (kind, who, node) in enumerate(events) if unit_of(node) == "host"]
-    assert len({who for _, who in host}) == 1
-    first_host_sent = min(i for i, _ in host)
-    runner = host[0][1]
-    others = [w for w in workers if w.name != runner]
-    # Once the host unit is sent, the other workers are stopping and get nothing more, and
-    # each runs at most the one test it still held.
-    assert all(w.shutting_down for w in others)
-    later = events[first_host_sent:]
-    assert not [e for e in later if e[0] == "sent" and e[1] != runner]
-    for w in others:
-        assert len([e for e in later if e[0] == "ran" and e[1] == w.name]) <= 1
+    for unit in set(map(unit_of, COLLECTED)):
+        mine = [(who, node) for who, node in ran if unit_of(node) == unit]
+        assert len({who for who, _ in mine}) == 1, mine
+        assert [node for _, node in mine] == [n for n in COLLECTED if unit_of(n) == unit]
 
 
-def test_a_run_of_the_host_unit_alone_goes_to_one_worker() -> None:
-    workers = [Worker("a"), Worker("b")]
-    option = SimpleNamespace(loadscopereorder=True)
-    config = SimpleNamespace(option=option, getvalue=lambda name: ["2*popen"])
-    scheduler = UnitScheduling(config)
-    host_only = [n for n in COLLECTED if unit_of(n) == "host"]
-    for worker in workers:
-        scheduler.add_node(worker)
-        scheduler.add_node_collection(worker, host_only)
-    scheduler.schedule()
-    sent = {w.name: [host_only[i] for i in w.sent] for w in workers}
-    assert sorted(map(len, sent.values())) == [0, 2]
+def test_the_folder_units_go_first_to_two_workers_beside_each_other() -> None:
+    workers = [Worker("a"), Worker("b"), Worker("c")]
+    scheduler_with(workers)
+    first = [unit_of(COLLECTED[w.sent[0]]) for w in workers]
+    assert first[:2] == ["airflow", "topology"]
