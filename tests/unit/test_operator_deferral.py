@@ -89,6 +89,11 @@ def test_the_command_is_started_with_its_streams_apart_and_handed_to_the_trigger
     )
 
 
+def test_the_trigger_is_given_the_private_values_to_mask_and_nothing_of_env(backend) -> None:
+    made = operator(env={"PLAIN": "shown-value"}, private_env={"TOKEN": "hidden-value"})
+    assert deferral(made, {}).trigger.secrets == ["hidden-value"]
+
+
 def test_a_deferral_carries_what_is_left_of_the_execution_timeout(backend) -> None:
     started = datetime.now(UTC) - timedelta(seconds=100)
     made = operator(execution_timeout=timedelta(seconds=500))

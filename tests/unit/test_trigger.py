@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from airflow.providers.common.compat.sdk import redact
 
 from opensandbox_provider.execd._background import BackgroundCommand
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
@@ -511,6 +512,34 @@ def test_deadlines_are_kept_even_while_nothing_answers() -> None:
 
 
 # ---------------------------------------------------------------------------
+# Secrets
+# ---------------------------------------------------------------------------
+
+SECRET = "s3cret-token-of-the-task"
+
+
+def test_a_private_value_the_command_prints_is_masked_in_the_event_and_known_to_the_masker(
+    caplog,
+) -> None:
+    caplog.set_level(logging.INFO, logger="trigger")
+    execd = Execd([{"stdout": f"token={SECRET}\n".encode(), "stderr": f"{SECRET}\n".encode()}], 3)
+    event = run(trigger(secrets=[SECRET]), execd, Server())
+    assert SECRET not in json.dumps(event)
+    assert (event["stdout"], event["stderr"], event["exit_code"]) == ("token=***\n", "***\n", 3)
+    # The lines the trigger logged go through the masker Airflow's log handlers apply, which
+    # now knows the value.
+    assert all(SECRET not in redact(line) for line in logged(caplog))
+    assert any("token=" in line for line in logged(caplog))
+
+
+def test_a_trigger_deferred_without_secrets_still_runs_and_masks_nothing_of_its_own() -> None:
+    execd = Execd([{"stdout": b"plain output\n"}])
+    made = trigger()
+    assert made.serialize()[1]["secrets"] == []
+    assert run(made, execd, Server())["stdout"] == "plain output\n"
+
+
+# ---------------------------------------------------------------------------
 # Serialization
 # ---------------------------------------------------------------------------
 
@@ -526,6 +555,11 @@ def test_the_trigger_is_rebuilt_from_what_it_serializes_deadlines_included() -> 
     # The backstop is a time on the wall clock, so a restart does not start it again.
     assert kwargs["deadline_at"] == made.deadline_at == rebuilt.deadline_at
     assert kwargs["task_deadline_at"] == 1234.5
+
+
+def test_the_secrets_survive_serialization_for_a_restarted_triggerer() -> None:
+    path, kwargs = trigger(secrets=[SECRET]).serialize()
+    assert OpenSandboxCommandTrigger(**kwargs).secrets == [SECRET]
 
 
 # ---------------------------------------------------------------------------

@@ -109,7 +109,8 @@ class OpenSandboxOperator(BaseOperator):
     :param env: Environment variables of the sandbox, added to ``spec.env``. Templated.
     :param private_env: Environment variables added as ``env`` is, for secrets: rendered when
         the task runs but never shown among its rendered fields, each value masked in the task
-        log and in the returned stdout.
+        log and in the returned stdout; a deferred task's trigger masks them too, in the
+        triggerer's log and in the event it fires (see :doc:`/operator`, "Secrets").
     :param spec: What the sandbox is provisioned with. The default,
         ``SandboxSpec()``, denies all egress; ``SandboxSpec(block_network=False)`` opens it.
     :param snapshot: The id of a snapshot to start the sandbox from instead of ``image``, as
@@ -431,6 +432,7 @@ class OpenSandboxOperator(BaseOperator):
                 ),
                 poll_interval=self.poll_interval,
                 max_output_bytes=self.max_output_bytes,
+                secrets=list(self.private_env.values()),
             ),
             method_name="execute_complete",
             # Airflow's own backstop, should the trigger not end in time: it fails the task

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from airflow.providers.common.compat.sdk import mask_secret, redact
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from opensandbox_provider._clients import execd_client
@@ -109,6 +110,12 @@ class OpenSandboxCommandTrigger(BaseTrigger):
     ``task_deadline_at`` is when the task's ``execution_timeout`` runs out; the trigger ends
     a little before it, so the worker can destroy the sandbox and fail the task as timed out.
 
+    ``secrets`` are the values of the task's ``private_env``: the trigger registers each with
+    Airflow's secrets masker before it logs anything, and masks its event with it, so neither
+    the triggerer's log nor the event Airflow logs and stores shows one the command printed.
+    They travel in the trigger's arguments, which Airflow keeps encrypted with its Fernet key
+    and never shows through its API, as it does a connection's password.
+
     It fires one event: ``{"status": "ended", "sandbox", "exit_code", "stdout", "stderr",
     "timed_out"}`` with each stream's tail, ``{"status": "timeout", "sandbox", "message"}``
     at the task's deadline, or ``{"status": "error", "sandbox", "message"}`` when the command
@@ -134,6 +141,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         max_output_bytes: int = 16 * 1024,
         cursors: dict[str, int] | None = None,
         cursor: int = 0,
+        secrets: list[str] | None = None,
     ) -> None:
         super().__init__()
         self.sandbox = sandbox
@@ -155,6 +163,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             if cursors is not None
             else {name: cursor for name in (list(output_paths) if output_paths else ["output"])}
         )
+        self.secrets = list(secrets or [])
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -171,6 +180,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "max_output_bytes": self.max_output_bytes,
                 "cursors": self.cursors,
+                "secrets": self.secrets,
             },
         )
 
@@ -178,6 +188,10 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         return OpenSandboxBackend(self.opensandbox_conn_id, sandbox_timeout=self.sandbox_timeout)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        # Before the first line is logged: the worker's masker, which knows these values,
+        # is not the triggerer's.
+        for secret in self.secrets:
+            mask_secret(secret)
         backend = self._backend()
         try:
             async with contextlib.AsyncExitStack() as clients:
@@ -187,7 +201,9 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             # Only this process's handle on the sandbox: the sandbox itself is the worker's
             # to destroy once it has the event, or on_kill's.
             backend.hand_over(self.sandbox)
-        yield event
+        # Airflow logs the event it is given, and stores it for the worker: a secret the
+        # command printed into a tail, or a message quoting one, is masked in it already.
+        yield TriggerEvent(redact(event.payload))
 
     async def _connect(
         self, backend: OpenSandboxBackend, clients: contextlib.AsyncExitStack
