@@ -91,3 +91,32 @@ def test_a_file_that_cannot_go_in_fails_before_the_set_up_sandbox_is_made(monkey
         "files['big.bin'] is larger than max_file_bytes (10 bytes), read from its bytes. Raise "
         "max_file_bytes, or fetch the file from inside the sandbox."
     )
+
+
+def test_credentials_in_pip_args_and_requirement_urls_are_masked_before_the_set_up(
+    monkeypatch,
+) -> None:
+    index_password, wheel_token = "index-password-9f8e", "wheel-token-7d6c"
+    masked_before_set_up: list[str] = []
+
+    def prepare_snapshot(*args: object, **kwargs: object) -> str:
+        assert masked_before_set_up, "the set-up ran before the credentials were masked"
+        raise AirflowException("stop after the set-up")
+
+    monkeypatch.setattr(decorator, "mask_secret", masked_before_set_up.append)
+    monkeypatch.setattr(decorator, "prepare_snapshot", prepare_snapshot)
+
+    @task.opensandbox(
+        requirements=["pandas", f"tool @ https://files.example/tool.whl?token={wheel_token}"],
+        pip_args=["--index-url", f"https://deploy:{index_password}@pypi.example/simple"],
+    )
+    def uses_pandas() -> None:
+        return None
+
+    @dag(schedule=None, start_date=datetime(2026, 1, 1))
+    def holder() -> None:
+        uses_pandas()
+
+    with pytest.raises(AirflowException, match="stop after the set-up"):
+        holder().task_dict["uses_pandas"].execute({})
+    assert masked_before_set_up == [index_password, wheel_token]

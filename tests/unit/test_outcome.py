@@ -167,6 +167,13 @@ def test_the_log_line_shortens_a_long_command_to_120_characters() -> None:
     assert quoted == repr(long[:117] + "...")
 
 
+def test_the_log_line_hides_a_credential_in_a_url_of_the_command() -> None:
+    command = streamed(complete())
+    pip = "pip install -i https://deploy:index-secret@pypi.example/simple x"
+    line = log_line(pip, command, result_of(command), elapsed=0.0, applied=BUDGET)
+    assert "index-secret" not in line and "https://deploy:***@pypi.example" in line
+
+
 def test_the_log_line_says_how_much_of_a_truncated_stream_was_kept() -> None:
     command = streamed(frame("stdout", "x" * 40), complete(), max_bytes=16)
     command.parser.stderr.mark_dropped()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -38,6 +39,28 @@ def test_any_change_to_the_inputs_names_another_snapshot(change) -> None:
     assert _snapshots.snapshot_name(**{**NAME_INPUTS, **change}) != _snapshots.snapshot_name(
         **NAME_INPUTS
     )
+
+
+INDEX = "pip install --index-url https://deploy:{}@pypi.example/simple pandas"
+
+
+def test_a_credential_in_a_commands_url_is_not_hashed_into_the_name() -> None:
+    # The name is shown to every holder of the server's API key: a digest of the token in
+    # it could be guessed offline. A rotated token finds the snapshot the old one made.
+    named = [
+        _snapshots.snapshot_name(**{**NAME_INPUTS, "commands": [INDEX.format(token)]})
+        for token in ("first-token-value", "rotated-token-value")
+    ]
+    hidden = _snapshots.snapshot_name(**{**NAME_INPUTS, "commands": [INDEX.format("***")]})
+    assert named == [hidden, hidden]
+
+
+def test_a_snapshot_name_without_credentials_is_the_one_earlier_releases_gave() -> None:
+    # Snapshots prepared before credentials were left out are still found.
+    assert _snapshots.snapshot_name(**NAME_INPUTS) == "airflow-env-" + hashlib.sha256(
+        b'{"base":"image:python:3.12-slim","commands":["make"],"env":{},"version":1,'
+        b'"workdir":null}'
+    ).hexdigest()[:24]
 
 
 def test_a_snapshot_name_is_one_the_server_takes_and_a_reader_recognises() -> None:
@@ -184,6 +207,24 @@ def test_a_failed_set_up_command_stops_before_the_snapshot_and_destroys_the_sand
     assert backend.commands == ["make"]
     assert not any(call.startswith("snapshot") for call in server.calls)
     assert backend.destroyed == ["sb-set-up"]
+
+
+def test_a_failed_set_up_quotes_its_command_and_stderr_without_a_urls_credentials(
+    server, monkeypatch
+) -> None:
+    backend = Backend(server, exits=1)
+    secret = "index-token-0123"
+    echoed = f"ERROR: 401 from https://pypi.example/simple/pandas/?token={secret}"
+    monkeypatch.setattr(
+        Backend,
+        "run_command",
+        lambda self, *a, **k: SandboxExecResult(exit_code=1, stdout="", stderr=echoed),
+    )
+    with pytest.raises(SandboxTerminalError) as failed:
+        prepare_snapshot(backend, [INDEX.format(secret)])
+    assert secret not in str(failed.value)
+    assert "https://deploy:***@pypi.example/simple" in str(failed.value)
+    assert "?token=***" in str(failed.value)
 
 
 def test_a_snapshot_the_server_fails_is_reported_with_its_reason(server, monkeypatch) -> None:

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import (
     AirflowException,
     DecoratedOperator,
+    mask_secret,
     task_decorator_factory,
 )
 
+from opensandbox_provider._url_secrets import url_secrets, without_url_secrets
 from opensandbox_provider.decorators._requirements import (
     VENV_PYTHON,
     checked_requirements,
@@ -154,6 +156,11 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
         # Added after templating, so the function's own text is never rendered as a template.
         self.files = {**self.files, SCRIPT: runner, ARGUMENTS: arguments}
         if self.requirements:
+            # Masked before anything runs: pip, the backend's log of the command and a failed
+            # set-up's message may each quote an index URL with its credentials.
+            for argument in (*self.pip_args, *self.requirements):
+                for secret in url_secrets(argument):
+                    mask_secret(secret)
             # The set-up sandbox comes before the function's own, which the operator checks
             # the files before: a file that cannot go in costs neither.
             check_files(self.files, max_bytes=self.max_file_bytes)
@@ -178,7 +185,7 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
         self.log.info(
             "The function runs in snapshot %s, which holds its requirements: %s.",
             snapshot,
-            " ".join(self.requirements),
+            without_url_secrets(" ".join(self.requirements)),
         )
         return snapshot
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from airflow.providers.common.ai.sandbox.base import SandboxExecResult
 
+from opensandbox_provider._url_secrets import without_url_secrets
 from opensandbox_provider.execd._events import BoundedTail, StreamedCommand
 
 # Commands are quoted in the task log up to this length.
@@ -113,7 +114,7 @@ def log_line(
     """What the task log says of a command that ended: how, how fast, and how much it printed."""
     ended = f"timed out after {applied:g}s" if result.timed_out else f"exited {result.exit_code}"
     return (
-        f"{_shortened(command)!r} {ended} in {elapsed:.2f}s "
+        f"{_shortened(without_url_secrets(command))!r} {ended} in {elapsed:.2f}s "
         f"(stdout {_amount(streamed.parser.stdout)}; stderr {_amount(streamed.parser.stderr)})"
     )
 

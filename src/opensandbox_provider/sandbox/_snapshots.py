@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
 from opensandbox_provider._errors import done_unless_missing
+from opensandbox_provider._url_secrets import without_url_secrets
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -52,11 +53,17 @@ _QUOTED_OUTPUT = 2000
 def snapshot_name(
     *, base: str, commands: Sequence[str], env: dict[str, str], workdir: str | None
 ) -> str:
-    """The name of the snapshot these inputs make: the same inputs, the same name."""
+    """
+    The name of the snapshot these inputs make: the same inputs, the same name.
+
+    A credential in a URL of a command is left out: the name is shown to every holder of
+    the server's API key, and a digest of a secret lets one guess it offline; a rotated
+    token still finds the snapshot it made.
+    """
     inputs = {
         "version": _NAME_VERSION,
         "base": base,
-        "commands": list(commands),
+        "commands": [without_url_secrets(command) for command in commands],
         "env": dict(sorted(env.items())),
         "workdir": workdir,
     }
@@ -170,10 +177,12 @@ def _run_set_up(
         sandbox, command, timeout=timeout, max_output_bytes=max_output_bytes
     )
     if result.exit_code != 0:
+        # Quoted without the credentials a URL in it carries (pip_args' index), which pip
+        # may print back.
         raise SandboxTerminalError(
-            f"The set-up command {command!r} exited with {result.exit_code}, so no snapshot "
-            f"was made and its sandbox was destroyed. Its stderr ended with: "
-            f"{result.stderr[-_QUOTED_OUTPUT:]!r}"
+            f"The set-up command {without_url_secrets(command)!r} exited with "
+            f"{result.exit_code}, so no snapshot was made and its sandbox was destroyed. Its "
+            f"stderr ended with: {without_url_secrets(result.stderr)[-_QUOTED_OUTPUT:]!r}"
         )
 
 

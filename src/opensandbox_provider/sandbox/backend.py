@@ -26,6 +26,7 @@ from opensandbox_provider import _tags
 from opensandbox_provider._errors import as_sandbox_errors, sdk_exceptions, status_of
 from opensandbox_provider._identity import current_identity
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
+from opensandbox_provider._url_secrets import without_url_secrets
 from opensandbox_provider.egress import _policy
 from opensandbox_provider.execd._execd import EXECD_PORT
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
@@ -407,7 +408,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         record, timeout_ms = self._command_slot(sandbox, timeout)
         with as_sandbox_errors(f"start a command in sandbox {record.sdk.id}"):
             command_id = record.execd.start(command, timeout_ms=timeout_ms, cwd=record.workdir)
-        log.info("Sandbox %s: started %r in the background as %s.", sandbox, command, command_id)
+        log.info(
+            "Sandbox %s: started %r in the background as %s.",
+            sandbox,
+            without_url_secrets(command),
+            command_id,
+        )
         return command_id
 
     def execd_endpoint(self, sandbox: str) -> tuple[str, dict[str, str]]:
