@@ -237,3 +237,58 @@ def test_the_keepers_status_counts_the_pools_idle_sandboxes(tmp_path, monkeypatc
 def test_the_keeper_says_so_when_the_pools_redis_cannot_be_reached() -> None:
     with pytest.raises(SystemExit, match="The Redis of warm pool unreachable cannot be reached"):
         main(["status", f"{__name__}:UNREACHABLE"])
+
+
+# What the fingerprints of these definitions were before private_env existed: a pool defined
+# without secrets keeps its fingerprint, so its keeper's idle sandboxes stay drawable across
+# the upgrade.
+EARLIER_FINGERPRINTS = {
+    "default": "16e226f0e0dd89f74b1395efaccfd986",
+    "env": "8a4afb9c762bbd17336b6ad85aa63141",
+}
+
+
+def test_a_pool_without_private_env_keeps_the_fingerprint_earlier_releases_gave() -> None:
+    assert WarmPool("py", 1, STORE).creation.fingerprint() == EARLIER_FINGERPRINTS["default"]
+    with_env = WarmPool("py", 1, STORE, spec=SandboxSpec(env={"MODE": "fast"}))
+    assert with_env.creation.fingerprint() == EARLIER_FINGERPRINTS["env"]
+
+
+def test_no_idle_sandboxs_metadata_carries_a_digest_of_a_private_value() -> None:
+    def stamped(secret: str) -> dict[str, str]:
+        pool = WarmPool(
+            "py",
+            1,
+            STORE,
+            spec=SandboxSpec(env={"MODE": "fast"}),
+            private_env={"API_TOKEN": secret},
+        )
+        return pool.idle_metadata()
+
+    one, other = stamped("token-one-4a1f"), stamped("token-two-9c3e")
+    # The fingerprint is the same whatever the value, so it says nothing of it.
+    assert one[FINGERPRINT_KEY] == other[FINGERPRINT_KEY]
+    assert "token-one-4a1f" not in repr(one)
+    # Naming a private variable still makes another kind of sandbox than a pool without it.
+    assert one[FINGERPRINT_KEY] != EARLIER_FINGERPRINTS["env"]
+
+
+def test_a_task_draws_only_with_the_pools_private_values_and_never_says_them() -> None:
+    pool = WarmPool("py", 1, STORE, spec=OPEN, private_env={"API_TOKEN": "token-one-4a1f"})
+    backend = OpenSandboxBackend(warm_pool=pool)
+    same = pool_arguments(
+        backend, SandboxSpec(block_network=False, env={"API_TOKEN": "token-one-4a1f"})
+    )
+    rotated = pool_arguments(
+        backend, SandboxSpec(block_network=False, env={"API_TOKEN": "rotated-77"})
+    )
+    assert pool.creation == same
+    said = pool.creation.differences(rotated)
+    assert said and "token-one-4a1f" not in " ".join(said) and "rotated-77" not in " ".join(said)
+    # The keeper creates the sandboxes with the private values in their environment.
+    assert pool.creation.env == {"API_TOKEN": "token-one-4a1f"}
+
+
+def test_private_env_without_a_spec_to_add_it_to_is_refused() -> None:
+    with pytest.raises(ValueError, match="give the pool a spec"):
+        WarmPool("py", 1, STORE, spec=None, private_env={"API_TOKEN": "x"})

@@ -7,7 +7,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
@@ -51,6 +51,9 @@ class CreationArguments:
     # compared, so that defining a pool in a Dag file imports no SDK module.
     network: SandboxSpec | None
     volumes: tuple[_volumes.Mount, ...]
+    # The names in ``env`` whose values are secrets: compared as every other value is, but
+    # left out of the fingerprint. Which names they are does not make another sandbox.
+    private: frozenset[str] = field(default=frozenset(), compare=False)
 
     @classmethod
     def of(
@@ -62,8 +65,20 @@ class CreationArguments:
         memory: str,
         spec: SandboxSpec | None,
         volumes: Sequence[_volumes.Mount],
+        private_env: Mapping[str, str] | None = None,
     ) -> CreationArguments:
-        """The arguments a backend with these settings creates a sandbox for ``spec`` with."""
+        """
+        The arguments a backend with these settings creates a sandbox for ``spec`` with, its
+        environment holding ``private_env`` too.
+        """
+        private = dict(private_env or {})
+        if private:
+            if spec is None:
+                raise ValueError(
+                    "private_env is added to the spec's environment, and there is no spec: "
+                    "give the pool a spec, such as SandboxSpec(), or drop private_env."
+                )
+            spec = replace(spec, env={**(spec.env or {}), **private})
         return cls(
             # A snapshot replaces the image, so the image a backend also names does not count.
             image=None if snapshot else image,
@@ -79,6 +94,7 @@ class CreationArguments:
                 allow_egress_to_cidrs=spec.allow_egress_to_cidrs,
             ),
             volumes=tuple(volumes),
+            private=frozenset(private),
         )
 
     def policy(self) -> NetworkPolicy | None:
@@ -99,8 +115,21 @@ class CreationArguments:
         }
 
     def fingerprint(self) -> str:
-        """A short hash of the arguments, a valid label value, stamped on every warm sandbox."""
-        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        """
+        A short hash of the arguments, a valid label value, stamped on every warm sandbox.
+
+        The private values are left out: the fingerprint is metadata every holder of the
+        server's API key reads, and a hash over a short secret can be guessed offline. Their
+        names stay, so a definition that adds or drops one still makes another fingerprint; a
+        definition without any has the fingerprint it always had.
+        """
+        canonical = self.canonical()
+        if self.private:
+            canonical["env"] = {
+                name: value for name, value in canonical["env"].items() if name not in self.private
+            }
+            canonical["private_env"] = sorted(self.private)
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def differences(self, other: CreationArguments) -> list[str]:
@@ -150,6 +179,9 @@ class WarmPool:
         (or the store cannot be reached), ``"fail"`` to fail the task.
     :param on_mismatch: ``"cold"`` to create a sandbox as without a pool when the backend's
         arguments or the task's spec differ from the pool's, ``"fail"`` to fail the task.
+    :param private_env: Environment variables added to ``spec.env`` that are secrets, as an
+        operator's ``private_env`` is: a task draws only if its environment holds the same
+        values, but no sandbox's metadata carries a digest of them (see :doc:`/pools`).
     """
 
     name: str
@@ -165,6 +197,7 @@ class WarmPool:
     idle_lease: float = 900.0
     when_empty: Fallback = "cold"
     on_mismatch: Fallback = "cold"
+    private_env: Mapping[str, str] = field(default_factory=dict, repr=False)
     creation: CreationArguments = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -211,6 +244,7 @@ class WarmPool:
                 memory=self.memory,
                 spec=self.spec,
                 volumes=volumes,
+                private_env=self.private_env,
             ),
         )
 
