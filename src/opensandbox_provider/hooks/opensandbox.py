@@ -357,8 +357,8 @@ def _use_server_proxy(extra: dict[str, Any], conn_id: str) -> bool | None:
     return shared if own is None else own
 
 
-def _ca_certificates(path: Any, conn_id: str) -> str | None:
-    """The PEM text of the file the ``ca_bundle`` extra names, checked to hold a certificate."""
+def _ca_certificates(path: Any, conn_id: str, name: str = "ca_bundle") -> str | None:
+    """The PEM text of the file the ``name`` extra names, checked to hold a certificate."""
     if path is None or path == "":
         return None
     advice = (
@@ -368,13 +368,13 @@ def _ca_certificates(path: Any, conn_id: str) -> str | None:
     )
     if not isinstance(path, str):
         raise InvalidConnectionError(
-            f"The ca_bundle extra of connection {conn_id!r} is {path!r}, not a path. {advice}"
+            f"The {name} extra of connection {conn_id!r} is {path!r}, not a path. {advice}"
         )
     try:
         pem = Path(path).read_text(encoding="ascii")
     except OSError as e:
         raise InvalidConnectionError(
-            f"The ca_bundle extra of connection {conn_id!r} names {path!r}, which cannot be "
+            f"The {name} extra of connection {conn_id!r} names {path!r}, which cannot be "
             f"read ({e.strerror or e}). {advice}"
         ) from e
     except UnicodeDecodeError:
@@ -386,7 +386,7 @@ def _ca_certificates(path: Any, conn_id: str) -> str | None:
         probe.load_verify_locations(cadata=pem)
     if not probe.cert_store_stats()["x509"]:
         raise InvalidConnectionError(
-            f"The ca_bundle extra of connection {conn_id!r} names {path!r}, which holds no "
+            f"The {name} extra of connection {conn_id!r} names {path!r}, which holds no "
             f"certificate in PEM form. {advice}"
         )
     return pem

@@ -53,17 +53,32 @@ def _client(store: str) -> Redis:
         )
     from airflow.providers.common.compat.sdk import BaseHook
 
+    from opensandbox_provider.hooks.opensandbox import (
+        InvalidConnectionError,
+        _ca_certificates,
+        _optional_bool,
+    )
+
     # The fields of Airflow's own Redis connection type: host, port, login, password, and
-    # the database and TLS in its extra.
+    # the database and TLS in its extra, ssl_ca_certs naming the authority to trust as
+    # Airflow's Redis provider names it. The UI saves "false" as text, which is false here.
     conn = BaseHook.get_connection(store)
     extra = conn.extra_dejson
+    tls = bool(_optional_bool(extra.get("ssl"), "ssl", store))
+    authority = _ca_certificates(extra.get("ssl_ca_certs"), store, "ssl_ca_certs")
+    if authority is not None and not tls:
+        raise InvalidConnectionError(
+            f"The ssl_ca_certs extra of connection {store!r} names an authority to trust, but "
+            "its ssl extra does not turn TLS on; set ssl to true, or drop ssl_ca_certs."
+        )
     return Redis(
         host=conn.host or "localhost",
         port=conn.port or 6379,
         db=int(extra.get("db", 0)),
         username=conn.login or None,
         password=conn.password or None,
-        ssl=bool(extra.get("ssl", False)),
+        ssl=tls,
+        ssl_ca_data=authority,
         socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
         socket_timeout=REPLY_TIMEOUT_SECONDS,
     )
