@@ -9,7 +9,11 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxFileTooLargeError
 from airflow.providers.common.compat.sdk import AirflowException, mask_secret
 
-from opensandbox_provider.operators._result import MAX_RESULT_BYTES
+from opensandbox_provider.operators._result import (
+    MAX_OUTPUT_KEYS,
+    MAX_RESULT_BYTES,
+    MAX_RESULT_DEPTH,
+)
 from opensandbox_provider.operators.opensandbox import CommandEnd, OpenSandboxOperator
 from tests.unit.airflow_versions import forget_masked_values, task_masker
 
@@ -65,6 +69,33 @@ def test_a_result_file_that_is_not_json_fails_the_task_saying_so() -> None:
         finish(operator, Files(**{"out.json": b'{"rows": 3'}))
     with pytest.raises(AirflowException, match="does not hold one JSON document"):
         finish(operator, Files(**{"out.json": b"\xff\xfe"}))
+
+
+@pytest.mark.parametrize("depth", [MAX_RESULT_DEPTH + 1, 5000, 1_000_000])
+def test_a_result_nested_past_the_bound_fails_the_task_saying_so(depth) -> None:
+    # Past about a thousand levels Python's own parser would raise RecursionError.
+    operator = OpenSandboxOperator(task_id="t", command="true", xcom_path="/out.json")
+    deep = b"[" * depth + b"]" * depth
+    with pytest.raises(AirflowException, match="nested more than 100 levels deep"):
+        finish(operator, Files(**{"out.json": deep}))
+
+
+def test_a_result_nested_to_the_bound_is_returned() -> None:
+    operator = OpenSandboxOperator(task_id="t", command="true", xcom_path="/out.json")
+    deep = b'{"a": ' * (MAX_RESULT_DEPTH - 1) + b"[1]" + b"}" * (MAX_RESULT_DEPTH - 1)
+    assert finish(operator, Files(**{"out.json": deep})) == json.loads(deep)
+
+
+def test_multiple_outputs_past_the_key_bound_fails_the_task_before_any_xcom() -> None:
+    many = json.dumps({f"k{i}": i for i in range(MAX_OUTPUT_KEYS + 1)}).encode()
+    operator = OpenSandboxOperator(
+        task_id="t", command="true", xcom_path="/out.json", multiple_outputs=True
+    )
+    with pytest.raises(AirflowException, match=r"has 1001 keys.*at most 1000 are pushed"):
+        finish(operator, Files(**{"out.json": many}))
+    # As one XCom the same document is no trouble.
+    single = OpenSandboxOperator(task_id="t", command="true", xcom_path="/out.json")
+    assert len(finish(single, Files(**{"out.json": many}))) == MAX_OUTPUT_KEYS + 1
 
 
 def test_a_result_file_past_the_bound_fails_the_task_unread() -> None:

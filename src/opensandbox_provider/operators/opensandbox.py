@@ -515,7 +515,9 @@ class OpenSandboxOperator(BaseOperator):
         exit code and stdout's tail, with any masked secret it printed masked there too.
         """
         if self.xcom_path is not None:
-            return read_result(backend, sandbox, self.xcom_path)
+            return read_result(
+                backend, sandbox, self.xcom_path, multiple_outputs=self.multiple_outputs
+            )
         return {"exit_code": end.exit_code, "stdout": redact(end.stdout)}
 
     # ------------------------------------------------------------------
