@@ -1,15 +1,19 @@
 """The operator's Airflow-facing features in one real Airflow (started once for them all):
 ``private_env`` masked in the task log the worker wrote, the XCom it pushed and every rendered
-field; an output declared as an asset starting the Dag scheduled on that asset."""
+field, and, deferred, in the triggerer's log and the event it fired; credentials in
+``pip_args`` and a requirement's URL masked in the log of a set-up that failed; an output
+declared as an asset starting the Dag scheduled on that asset."""
 
 from __future__ import annotations
 
 import json
 import time
 
+from dev.airflow_stack import components
 from dev.airflow_stack.running import RunningAirflow, trigger, wait_for_dag
 from dev.stack.state import ServerInfo
 from tests.airflow_path.dags import opensandbox_asset_producer as assets
+from tests.airflow_path.dags import opensandbox_pip_credentials as pip_dag
 from tests.airflow_path.dags import opensandbox_private_env as secret_dag
 
 RUN_TIMEOUT = 300.0
@@ -32,6 +36,36 @@ def test_a_secret_the_command_printed_is_masked_in_the_task_log_and_the_xcom(
     assert returned == {"exit_code": 0, "stdout": f"token: ***\n{len(secret_dag.SECRET)}\n"}
     rendered = api.task_instances(secret_dag.DAG_ID, run_id)[TASK_ID]["rendered_fields"]
     assert "command" in rendered and secret_dag.SECRET not in json.dumps(rendered)
+
+    # Deferred: the lines came through the triggerer, which logged the event with the tails.
+    secret, deferred = secret_dag.DEFERRED_SECRET, secret_dag.DEFERRED_TASK_ID
+    log = json.dumps(api.task_log(secret_dag.DAG_ID, run_id, deferred))
+    assert "[sandbox stdout] token: ***" in log and "[sandbox stderr] on stderr: ***" in log
+    assert secret not in log
+    triggerer = components.log_file(airflow.site.home, "triggerer").read_text(errors="replace")
+    assert "Trigger fired event" in triggerer and secret not in triggerer
+    assert api.return_value(secret_dag.DAG_ID, run_id, deferred) == {
+        "exit_code": 0,
+        "stdout": "token: ***\n",
+    }
+    instance = api.task_instances(secret_dag.DAG_ID, run_id)[deferred]
+    assert secret not in json.dumps(instance)
+
+
+def test_credentials_in_pip_args_and_a_requirement_url_are_masked_when_the_set_up_fails(
+    airflow: RunningAirflow, plain_server: ServerInfo
+) -> None:
+    api = airflow.api
+    run_id = trigger(airflow, plain_server, pip_dag.DAG_ID)
+    assert api.wait_for_run(pip_dag.DAG_ID, run_id, timeout=RUN_TIMEOUT) == "failed"
+
+    log = json.dumps(api.task_log(pip_dag.DAG_ID, run_id, pip_dag.TASK_ID))
+    # The failure quotes the install command, with the index and the requirement it named.
+    assert "The set-up command" in log and "http://deploy:***@127.0.0.1:9/simple" in log
+    assert "private-tool.whl?token=***" in log
+    assert pip_dag.INDEX_PASSWORD not in log and pip_dag.WHEEL_TOKEN not in log
+    rendered = api.task_instances(pip_dag.DAG_ID, run_id)[pip_dag.TASK_ID]["rendered_fields"]
+    assert pip_dag.INDEX_PASSWORD not in json.dumps(rendered)
 
 
 def test_an_output_declared_as_an_asset_starts_the_dag_scheduled_on_it(

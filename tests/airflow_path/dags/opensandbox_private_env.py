@@ -1,5 +1,5 @@
-"""A secret in ``private_env`` that the command prints: the task's XCom shows it masked, and
-the next task checks what it was given."""
+"""A secret in ``private_env`` that the command prints, in the foreground and deferred to the
+triggerer: each task's XCom shows it masked, and the next task checks what it was given."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 
 DAG_ID = "opensandbox_private_env"
 SECRET = "private-env-value-7d41c0e2b9"
+DEFERRED_SECRET = "deferred-private-value-3e9a51"
+DEFERRED_TASK_ID = "print_the_secret_deferred"
 CHECKED = "opensandbox private_env check passed"
 
 
@@ -25,12 +27,22 @@ def opensandbox_private_env():
         command='echo "token: $API_TOKEN"; printf %s "$API_TOKEN" | wc -c',
     )
 
+    # The triggerer logs each line, and Airflow logs and stores the event with the tails.
+    deferred = OpenSandboxOperator(
+        task_id=DEFERRED_TASK_ID,
+        deferrable=True,
+        spec=SandboxSpec(block_network=False),
+        private_env={"API_TOKEN": DEFERRED_SECRET},
+        command='echo "token: $API_TOKEN"; echo "on stderr: $API_TOKEN" >&2',
+    )
+
     @task
-    def check(result: dict) -> None:
+    def check(result: dict, deferred_result: dict) -> None:
         assert result["stdout"] == f"token: ***\n{len(SECRET)}\n", result
+        assert deferred_result["stdout"] == "token: ***\n", deferred_result
         print(CHECKED)
 
-    check(printed.output)
+    check(printed.output, deferred.output)
 
 
 opensandbox_private_env()
