@@ -20,14 +20,20 @@ RUN_TIMEOUT = 300.0
 TASK_ID = "print_the_secret"
 
 
+def _run(
+    airflow: RunningAirflow, server: ServerInfo, dag_id: str, task_id: str, *, ends: str
+) -> tuple[str, str]:
+    """Run the Dag to its end, which must be ``ends``; the run's id and the task's log."""
+    run_id = trigger(airflow, server, dag_id)
+    assert airflow.api.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT) == ends
+    return run_id, json.dumps(airflow.api.task_log(dag_id, run_id, task_id))
+
+
 def test_a_secret_the_command_printed_is_masked_in_the_task_log_and_the_xcom(
     airflow: RunningAirflow, plain_server: ServerInfo
 ) -> None:
     api = airflow.api
-    run_id = trigger(airflow, plain_server, secret_dag.DAG_ID)
-    assert api.wait_for_run(secret_dag.DAG_ID, run_id, timeout=RUN_TIMEOUT) == "success"
-
-    log = json.dumps(api.task_log(secret_dag.DAG_ID, run_id, TASK_ID))
+    run_id, log = _run(airflow, plain_server, secret_dag.DAG_ID, TASK_ID, ends="success")
     # The command saw the value: it printed it, and its length.
     assert "[sandbox stdout] token: ***" in log
     assert f"[sandbox stdout] {len(secret_dag.SECRET)}" in log
@@ -56,10 +62,7 @@ def test_credentials_in_pip_args_and_a_requirement_url_are_masked_when_the_set_u
     airflow: RunningAirflow, plain_server: ServerInfo
 ) -> None:
     api = airflow.api
-    run_id = trigger(airflow, plain_server, pip_dag.DAG_ID)
-    assert api.wait_for_run(pip_dag.DAG_ID, run_id, timeout=RUN_TIMEOUT) == "failed"
-
-    log = json.dumps(api.task_log(pip_dag.DAG_ID, run_id, pip_dag.TASK_ID))
+    run_id, log = _run(airflow, plain_server, pip_dag.DAG_ID, pip_dag.TASK_ID, ends="failed")
     # The failure quotes the install command, with the index and the requirement it named.
     assert "The set-up command" in log and "http://deploy:***@127.0.0.1:9/simple" in log
     assert "private-tool.whl?token=***" in log
