@@ -48,8 +48,14 @@ def test_a_secret_the_command_printed_is_masked_in_the_task_log_and_the_xcom(
     log = json.dumps(api.task_log(secret_dag.DAG_ID, run_id, deferred))
     assert "[sandbox stdout] token: ***" in log and "[sandbox stderr] on stderr: ***" in log
     assert secret not in log
+    # The trigger's own log, which the triggerer writes beside the task's, holds the event as
+    # Airflow logged it; the triggerer's process log holds its own lines.
+    task_logs = airflow.site.home / "logs" / f"dag_id={secret_dag.DAG_ID}" / f"run_id={run_id}"
+    trigger_logs = list((task_logs / f"task_id={deferred}").glob("*.trigger.*.log"))
+    fired = "".join(path.read_text(errors="replace") for path in trigger_logs)
+    assert "Trigger fired event" in fired and "'stdout': 'token: ***" in fired
     triggerer = components.log_file(airflow.site.home, "triggerer").read_text(errors="replace")
-    assert "Trigger fired event" in triggerer and secret not in triggerer
+    assert secret not in fired and secret not in triggerer
     assert api.return_value(secret_dag.DAG_ID, run_id, deferred) == {
         "exit_code": 0,
         "stdout": "token: ***\n",
