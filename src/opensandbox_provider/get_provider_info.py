@@ -57,7 +57,10 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "OpenSandbox",
-                "python-modules": ["opensandbox_provider.operators.opensandbox"],
+                "python-modules": [
+                    "opensandbox_provider.operators.opensandbox",
+                    "opensandbox_provider.maintenance.operator",
+                ],
             }
         ],
         "triggers": [

@@ -12,6 +12,20 @@ from dev.airflow_stack.running import CONN_ID
 from dev.stack.state import ServerInfo
 
 
+def airflow_environment(home: Path, server: ServerInfo) -> dict[str, str]:
+    """The environment of an Airflow CLI in the home ``home``, its connection to ``server``."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AIRFLOW", "PYTEST_"))
+    } | {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        **server.airflow_connection_env(CONN_ID, use_server_proxy=True),
+    }
+
+
 def dags_test(dag_file: Path, dag_id: str, server: ServerInfo, home: Path, *arguments: str) -> str:
     """
     Run ``dag_id`` from ``dag_file`` in the Airflow home ``home``, fresh on the first run;
@@ -21,16 +35,7 @@ def dags_test(dag_file: Path, dag_id: str, server: ServerInfo, home: Path, *argu
     dags.mkdir(exist_ok=True)
     if not (dags / dag_file.name).exists():
         (dags / dag_file.name).symlink_to(dag_file)
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("AIRFLOW", "PYTEST_"))
-    } | {
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        **server.airflow_connection_env(CONN_ID, use_server_proxy=True),
-    }
+    environment = airflow_environment(home, server)
     airflow = [sys.executable, "-m", "airflow"]
     subprocess.run([*airflow, "db", "migrate"], env=environment, capture_output=True, check=True)
     result = subprocess.run(

@@ -1,10 +1,13 @@
-"""The maintenance Dag under `airflow dags test`: it kills a finished task's leaked sandbox and
-keeps a running task's."""
+"""The cleanup Dag the package ships, under `airflow dags test`: it kills a finished task's leaked
+sandbox, and keeps a running task's, a resumed deferred task's waiting for a pool slot, with the
+output in it, and one made outside a task."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,19 +18,25 @@ from airflow.sdk.execution_time.context import set_current_context
 from dev.airflow_stack.running import CONN_ID
 from dev.stack.state import ServerInfo
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
+from opensandbox_provider.maintenance.dag import TASK_ID
 from opensandbox_provider.sandbox import OpenSandboxBackend
-from tests.airflow_path.dags_test import dags_test
+from tests.airflow_path.dags_test import airflow_environment, dags_test
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "system_tests" / "example_opensandbox_maintenance.py"
 DAG_ID = "example_opensandbox_maintenance"
-TASK_ID = "kill_leaked_sandboxes"
+# Run as a script in the Airflow home under test, which the test process is not.
+WAITING = Path(__file__).with_name("waiting_task_instances.py")
 # Only this Dag's sandboxes are judged, so that nobody else's on the shared server are touched.
 CONF = ("--conf", json.dumps({"dag_ids": [DAG_ID]}))
+# What the resumed task's command left in its sandbox, for the task to read once it resumes.
+OUTPUT_PATH = "/tmp/report.txt"
+OUTPUT = "rows: 42"
 
 
-def leaked(backend: OpenSandboxBackend, run_id: str | None) -> str:
-    """A sandbox left by this Dag's task in ``run_id`` (or made outside any task), unheld."""
+def leaked(backend: OpenSandboxBackend, run_id: str | None, command: str | None = None) -> str:
+    """A sandbox left by this Dag's task in ``run_id`` (or made outside any task), unheld,
+    after running ``command`` in it."""
     spec = SandboxSpec(block_network=False)
     if run_id is None:
         sandbox = backend.create(spec=spec)
@@ -37,29 +46,61 @@ def leaked(backend: OpenSandboxBackend, run_id: str | None) -> str:
         )
         with set_current_context({"ti": ti}):  # type: ignore[arg-type]
             sandbox = backend.create(spec=spec)
+    if command is not None:
+        result = backend.run_command(sandbox, command, timeout=60, max_output_bytes=1024)
+        assert result.exit_code == 0, result
     backend.hand_over(sandbox)
     return sandbox
 
 
-def test_a_finished_tasks_sandbox_is_killed_and_a_running_tasks_kept(
+def waiting_runs(home: Path, server: ServerInfo) -> tuple[str, str]:
+    """A running and a resumed-but-waiting run of the Dag's task, made in ``home``'s database."""
+    made = subprocess.run(
+        [sys.executable, str(WAITING), DAG_ID, TASK_ID],
+        env=airflow_environment(home, server),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr[-4000:]
+    answer = json.loads(made.stdout.splitlines()[-1])
+    assert answer["states"] == {"running": "running", "resumed": "scheduled"}
+    return answer["runs"]["running"], answer["runs"]["resumed"]
+
+
+def test_the_cleanup_kills_a_finished_tasks_sandbox_and_keeps_every_one_a_task_may_resume(
     plain_server: ServerInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for _ in range(2):
-        dags_test(DAG_FILE, DAG_ID, plain_server, tmp_path, *CONF)
+    dags_test(DAG_FILE, DAG_ID, plain_server, tmp_path, *CONF)
     with sqlite3.connect(tmp_path / "airflow.db") as db:
-        finished, running = (row[0] for row in db.execute("SELECT run_id FROM dag_run ORDER BY id"))
-        # The second run's task, as if it still ran on another worker.
-        db.execute("UPDATE task_instance SET state = 'running' WHERE run_id = ?", (running,))
+        (finished,) = (row[0] for row in db.execute("SELECT run_id FROM dag_run"))
+    running, resumed = waiting_runs(tmp_path, plain_server)
     for name, value in plain_server.airflow_connection_env(CONN_ID).items():
         monkeypatch.setenv(name, value)
     backend, hook = OpenSandboxBackend(CONN_ID), OpenSandboxHook(CONN_ID)
-    made = [leaked(backend, finished), leaked(backend, running), leaked(backend, None)]
+    made: list[str] = []
     try:
+        made.append(leaked(backend, finished))
+        made.append(leaked(backend, running))
+        made.append(leaked(backend, resumed, f"echo '{OUTPUT}' > {OUTPUT_PATH}"))
+        made.append(leaked(backend, None))
         output = dags_test(DAG_FILE, DAG_ID, plain_server, tmp_path, *CONF)
         states = {s.id: s.state for s in hook.list_sandboxes() if s.id in made}
+        # Read only from a sandbox that survived, so a killed one fails the asserts below.
+        kept_output = (
+            backend.read_file(made[2], OUTPUT_PATH, max_bytes=1024)
+            if states.get(made[2]) == "Running"
+            else None
+        )
     finally:
         for sandbox in made:
             hook.kill_sandbox(sandbox)
-    assert f"Killed sandbox {made[0]}: task {TASK_ID} of run {finished}" in output
+    assert (
+        f"Killed sandbox {made[0]}: task {TASK_ID} of run {finished} of Dag {DAG_ID} is success"
+        in output
+    )
+    assert "Killed 1 leaked sandbox(es)." in output
     assert states.get(made[0], "Terminated") == "Terminated"
-    assert states[made[1]] == "Running" and states[made[2]] == "Running"
+    assert [states.get(sandbox) for sandbox in made[1:]] == ["Running"] * 3
+    # The resumed task finds the output its command left, once a slot frees.
+    assert kept_output == f"{OUTPUT}\n".encode()

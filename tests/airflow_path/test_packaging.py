@@ -198,3 +198,16 @@ def test_without_the_extra_the_test_button_names_the_install_command(without_ext
 def test_without_the_extra_airflow_still_lists_the_provider(without_extra: Venv) -> None:
     listed = json.loads(without_extra.run("airflow", "providers", "list", "-o", "json").stdout)
     assert any(provider["package_name"] == DIST_NAME for provider in listed)
+
+
+def test_the_wheel_ships_the_cleanup_dag_and_it_builds_without_the_sdk(without_extra: Venv) -> None:
+    # A dag-processor without the extra parses the cleanup Dag a user put in the Dags folder.
+    result = without_extra.run(
+        "python",
+        "-c",
+        "import sys\n"
+        "from opensandbox_provider.maintenance import cleanup_dag\n"
+        "dag = cleanup_dag()\n"
+        "print(dag.dag_id, [task.task_id for task in dag.tasks], 'opensandbox' in sys.modules)",
+    )
+    assert result.stdout.split() == ["opensandbox_cleanup", "['kill_leaked_sandboxes']", "False"]

@@ -19,7 +19,16 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = "opensandbox_provider"
 
 # The subpackages that decide, which the wire packages must not import.
-DECIDING = ("sandbox", "operators", "triggers", "decorators", "plugins", "pool", "hooks")
+DECIDING = (
+    "sandbox",
+    "operators",
+    "triggers",
+    "decorators",
+    "plugins",
+    "pool",
+    "hooks",
+    "maintenance",
+)
 WIRE = ("execd", "egress")
 # Pure parsers: no I/O, so they need nothing of ours.
 PARSERS = ("execd._chunked", "execd._events")
@@ -27,7 +36,7 @@ PARSERS = ("execd._chunked", "execd._events")
 # wire packages are among them because the trigger follows a background command over execd's
 # wire itself: it runs in the triggerer, which holds no backend, and the operator reads the
 # files that command leaves by the same names.
-ENTRY_POINTS = ("operators", "triggers", "decorators", "plugins")
+ENTRY_POINTS = ("operators", "triggers", "decorators", "plugins", "maintenance")
 ENTRY_POINTS_MAY_USE = ("sandbox", "hooks", "pool", *WIRE, *ENTRY_POINTS)
 # The backend and the pool keeper hold a hook, so a hook importing them would point back; what a
 # hook reads in sandbox metadata (tags, the task instance) is in the shared top-level modules.

@@ -1,0 +1,54 @@
+"""A ready cleanup Dag: one task of :class:`OpenSandboxCleanupOperator`, narrowed by a param."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.providers.common.compat.sdk import DAG, Param
+
+from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
+from opensandbox_provider.maintenance.operator import OpenSandboxCleanupOperator
+
+TASK_ID = "kill_leaked_sandboxes"
+
+
+def cleanup_dag(
+    dag_id: str = "opensandbox_cleanup",
+    *,
+    schedule: Any = "@hourly",
+    opensandbox_conn_id: str = OpenSandboxHook.default_conn_name,
+    dag_ids: Collection[str] = (),
+    **dag_arguments: Any,
+) -> DAG:
+    """
+    A Dag whose one task, ``kill_leaked_sandboxes``, kills the sandboxes on the server of
+    ``opensandbox_conn_id`` that no try of their task instance will use again.
+
+    ``dag_ids`` is the default of the Dag's ``dag_ids`` param, which a run's conf may
+    change: only those Dags' sandboxes are judged, every Dag's when it is empty. Schedule it
+    at about the lease sandboxes get (hourly for leases of hours). ``dag_arguments`` go to
+    the Dag as they are (``tags``, ``default_args``, ...).
+    """
+    defaults: dict[str, Any] = {
+        "start_date": datetime(2026, 1, 1, tzinfo=UTC),
+        "catchup": False,
+        # Two cleanups at once would only ask Airflow the same questions twice.
+        "max_active_runs": 1,
+        "tags": ["opensandbox", "maintenance"],
+    }
+    with DAG(
+        dag_id=dag_id,
+        schedule=schedule,
+        params={"dag_ids": Param(list(dag_ids), type="array", description="Only these Dags.")},
+        # The param's list reaches the operator as a list, not as its text.
+        render_template_as_native_obj=True,
+        **(defaults | dag_arguments),
+    ) as dag:
+        OpenSandboxCleanupOperator(
+            task_id=TASK_ID,
+            opensandbox_conn_id=opensandbox_conn_id,
+            dag_ids="{{ params.dag_ids }}",
+        )
+    return dag
