@@ -228,12 +228,17 @@ def _status_without_token(http: SandboxHttp, give_up_at: float) -> int:
         return status
 
 
+# How the proof says a sidecar takes requests without a token; a caller with more to say
+# about why (a server pool's pods carry none) looks for it.
+TAKES_NO_TOKEN = "to a request without its token"
+
+
 def _token_problem(status: int) -> str | None:
     """What a sidecar that answers ``status`` to a request without its token leaves open."""
     if status == 401:
         return None
     return (
-        f"the egress sidecar answered HTTP {status}, not 401, to a request without its token, "
+        f"the egress sidecar answered HTTP {status}, not 401, {TAKES_NO_TOKEN}, "
         "so code in the sandbox could rewrite its own policy. Run an OpenSandbox server that "
         "gives each egress sidecar a token, as the Docker and Kubernetes runtimes of "
         "opensandbox-server 1.1.1 do."
