@@ -18,9 +18,15 @@ from opensandbox.models.sandboxes import SandboxInfo
 from dev.stack.state import ServerInfo
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from opensandbox_provider.sandbox._pause import ON_THE_WAY
+from tests.integration import test_egress
+from tests.integration.conftest import Sandbox
+from tests.integration.test_egress import reach
 
 # The Kubernetes runtime pauses by committing the pod to its controller's snapshot registry.
 pytestmark = pytest.mark.needs_snapshots
+
+# The egress tests' listener on the Docker bridge.
+listener = test_egress.listener
 
 OWNER = "pause_dag/manual__2026-01-01T00:00:00+00:00"
 FIRST = f"{OWNER}/first"
@@ -135,7 +141,7 @@ def test_a_paused_sandbox_keeps_its_lease_and_its_expiry_does_not_move(
 
 
 def test_a_deny_all_sandbox_resumed_still_enforces_its_policy(
-    provision, backend_on, dns_nft_server
+    provision, backend_on, dns_nft_server, stack, listener
 ):
     _, handle = provision(dns_nft_server, SandboxSpec(owner=OWNER))
     first = backend_on(dns_nft_server, pause_when_released=True)
@@ -145,10 +151,9 @@ def test_a_deny_all_sandbox_resumed_still_enforces_its_policy(
 
     second = backend_on(dns_nft_server)
     second.attach(handle, owner=OWNER, holder=SECOND)
-    # The resume re-read the sidecar's policy before this command: it is the one proven at
-    # create, and the sandbox was kept.
-    result = second.run_command(handle, "echo thawed", timeout=30, max_output_bytes=1024)
+    # The pause froze the sidecar's rules with the sandbox; thawed, they still drop packets.
+    outcomes = reach(Sandbox(second, handle, dns_nft_server), (stack.bridge_ip, listener.port))
 
-    assert (result.exit_code, result.stdout) == (0, "thawed\n")
-    assert second._sandbox(handle).proven_policy is not None
+    assert outcomes == ["dropped"]
+    assert listener.peers == []
     second.release(handle, holder=SECOND)

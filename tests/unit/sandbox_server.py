@@ -21,6 +21,10 @@ from opensandbox_provider.execd._http import SandboxHttp
 
 # An answer that never comes: the request is held until the server stops.
 SILENT = "silent"
+# The egress sidecar's port, and the token the server hands out with its endpoint
+# (docs/execd-wire.rst, wire-egress-api).
+EGRESS_PORT = 18080
+EGRESS_TOKEN = {"OPENSANDBOX-EGRESS-AUTH": "sidecar-token"}
 Answer = tuple[int, object] | tuple[int, object, dict[str, str]] | str
 
 
@@ -29,10 +33,12 @@ class Scripted:
     """
     Answers by ``"METHOD /path"`` or, for a GET, by path alone: ``(status, body)`` or
     ``(status, body, headers)`` with a body of bytes sent as it is and anything else as JSON,
-    or :data:`SILENT`; the last answer of each is repeated.
+    or :data:`SILENT`; the last answer of each is repeated. A request to the sidecar without
+    its token is answered 401, as the sidecar does, unless ``sidecar_checks_token`` is off.
     """
 
     answers: dict[str, list[Answer]] = field(default_factory=dict)
+    sidecar_checks_token: bool = True
     asked: list[str] = field(default_factory=list)
     released: threading.Event = field(default_factory=threading.Event)
 
@@ -61,8 +67,16 @@ def serving(script: Scripted) -> Iterator[int]:
             if method == "GET" and "/endpoints/" in path:
                 port = path.rsplit("/", 1)[1]
                 host, own_port = self.server.server_address[:2]
-                self._send(200, {"endpoint": f"{host}:{own_port}/proxy/{port}"}, {})
+                endpoint = {"endpoint": f"{host}:{own_port}/proxy/{port}"}
+                if port == str(EGRESS_PORT):
+                    endpoint["headers"] = EGRESS_TOKEN
+                self._send(200, endpoint, {})
                 return
+            if path.startswith(f"/proxy/{EGRESS_PORT}/") and script.sidecar_checks_token:
+                ((name, token),) = EGRESS_TOKEN.items()
+                if self.headers.get(name) != token:
+                    self._send(401, b"unauthorized", {})
+                    return
             answer = script.next_for(method, path)
             if answer == SILENT:
                 script.released.wait()

@@ -145,9 +145,9 @@ def test_an_ended_command_is_judged_with_the_sandbox_held_until_it_is_destroyed(
         patch.setattr(copy_outputs, copy)
         result = made.execute_complete({}, ended())  # type: ignore[arg-type]
     assert result == {"exit_code": 0, "stdout": "out\n"}
-    assert backend.names() == ["hold", "recheck_policy", "destroy"]
+    assert backend.names() == ["hold", "destroy"]
     # The outputs were copied while the sandbox was held: after the hold, before the destroy.
-    assert copied == ["recheck_policy"]
+    assert copied == ["hold"]
 
 
 def test_a_failed_command_quotes_its_stderr(backend) -> None:

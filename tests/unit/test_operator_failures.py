@@ -66,9 +66,6 @@ class Backend:
     def hold(self, sandbox: str) -> None:
         self.calls.append("hold")
 
-    def recheck_policy(self, sandbox: str, spec: Any, *, after: str) -> None:
-        self.calls.append("recheck_policy")
-
 
 @pytest.fixture
 def backend(monkeypatch: pytest.MonkeyPatch) -> Backend:

@@ -11,6 +11,14 @@ mode is read back, and anything short of what was asked for is refused.
 That read-back is also what makes IPv4 ranges safe to accept: the sidecar takes an
 address or CIDR as a target and enforces it on any port, but only in ``dns+nft`` mode,
 which every deny-by-default sandbox has to prove before it is used.
+
+It is made only before any guest code has run in the sandbox. Every route the server offers
+to the sidecar ends in the sandbox's own network namespace, on Docker through execd, which
+the guest can replace, so a read after a command would hand the guest the sidecar's token,
+and with it the means to rewrite its own policy and to answer later reads with the old one
+(docs/egress.rst, egress-routes). The proof therefore also shows that the sidecar refuses a
+request without that token: what keeps the policy from then on is that the guest never
+holds it.
 """
 
 from __future__ import annotations
@@ -21,12 +29,12 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
 from opensandbox_provider._errors import (
+    api_exceptions,
     quoted,
     status_of,
     to_sandbox_error,
@@ -40,6 +48,9 @@ if TYPE_CHECKING:
     from opensandbox.models.sandboxes import NetworkPolicy
 
 EGRESS_PORT = 18080
+# The header the server's port-18080 endpoint carries the sidecar's token in
+# (docs/execd-wire.rst, wire-egress-api).
+EGRESS_AUTH_HEADER = "OPENSANDBOX-EGRESS-AUTH"
 # Only this mode drops connections at the address layer as well as filtering names
 # (docs/execd-wire.rst, wire-egress-modes).
 ADDRESS_LAYER_MODE = "dns+nft"
@@ -57,24 +68,6 @@ POLICY_READ_WINDOW = 10.0
 POLICY_READ_PAUSE = 1.0
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Unenforced:
-    """Why a sandbox's sidecar was not shown to enforce a policy; ``why`` is a sentence."""
-
-    why: str
-    # False when no usable answer came within POLICY_READ_WINDOW: the policy may be intact,
-    # but it cannot be shown to be.
-    answered: bool
-
-
-class PolicyUnproven(SandboxTerminalError):
-    """
-    After a command, or a resume, the sandbox's sidecar was not shown to enforce the policy it
-    was created with, so the sandbox was destroyed: the policy differed, or it could not be
-    read back.
-    """
 
 
 # A host name, or a "*." wildcard over one, as the sidecar matches them.
@@ -135,26 +128,31 @@ def describe(policy: NetworkPolicy | None) -> str:
 
 
 def require_enforced(http: SandboxHttp, requested: NetworkPolicy, *, sandbox: str) -> None:
-    """Fail closed: refuse ``sandbox`` unless its sidecar enforces ``requested`` as asked."""
+    """
+    Fail closed: refuse ``sandbox`` unless its sidecar enforces ``requested`` as asked.
+
+    Only for a sandbox no guest code has run in yet: the read carries the sidecar's token.
+    """
     problem = unenforced(http, requested)
     if problem is not None:
         raise SandboxTerminalError(
             f"OpenSandbox did not enforce the requested network policy on sandbox "
-            f"{sandbox}, so it was destroyed: {problem.why} Or pass "
+            f"{sandbox}, so it was destroyed: {problem} Or pass "
             "SandboxSpec(block_network=False) for a sandbox that may reach the network."
         )
 
 
-def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> Unenforced | None:
+def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
     """
-    What keeps the sandbox's sidecar from enforcing ``requested`` at the address layer, or ``None``.
+    What keeps the sandbox's sidecar from enforcing ``requested`` at the address layer, or
+    from keeping it against the guest, as a sentence; ``None`` when nothing does.
 
     Reads ``GET /policy`` itself rather than through the SDK, whose ``get_egress_policy``
     drops the enforcement mode and fails on the ``"egress": null`` the sidecar reports
-    for a policy without rules (docs/execd-wire.rst, wire-egress-get). A read that fails
-    (an error status, no answer, a body that is not JSON) is made again as
-    :data:`POLICY_READ_ATTEMPTS` says; only an answer that differs, or none within
-    :data:`POLICY_READ_WINDOW`, is a problem.
+    for a policy without rules (docs/execd-wire.rst, wire-egress-get); then asks once more
+    without the token, which must be refused. A read that fails (an error status, no answer,
+    a body that is not JSON) is made again as :data:`POLICY_READ_ATTEMPTS` says; only an
+    answer that differs, or none within :data:`POLICY_READ_WINDOW`, is a problem.
     """
     started = time.monotonic()
     give_up_at = started + POLICY_READ_WINDOW
@@ -162,7 +160,9 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> Unenforced | None
     while True:
         attempt += 1
         try:
-            status = _read_policy(http, give_up_at)
+            problem = enforcement_problem(_read_policy(http, give_up_at), requested)
+            if problem is None:
+                problem = _token_problem(_status_without_token(http, give_up_at))
         except _read_failures() as e:
             if attempt < POLICY_READ_ATTEMPTS and (
                 time.monotonic() + POLICY_READ_PAUSE < give_up_at
@@ -175,15 +175,13 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> Unenforced | None
                 )
                 time.sleep(POLICY_READ_PAUSE)
                 continue
-            return Unenforced(
+            return (
                 f"its policy could not be read back from the egress sidecar in {attempt} "
                 f"{'read' if attempt == 1 else 'reads'} over {time.monotonic() - started:.1f}s "
                 f"(the last failed with {type(e).__name__}: {_short(e)}). The server may be "
-                "running without an egress sidecar, or the sandbox may have stopped answering.",
-                answered=False,
+                "running without an egress sidecar, or the sandbox may have stopped answering."
             )
-        problem = enforcement_problem(status, requested)
-        return None if problem is None else Unenforced(problem, answered=True)
+        return problem
 
 
 def _read_failures() -> tuple[type[Exception], ...]:
@@ -204,6 +202,47 @@ def _read_policy(http: SandboxHttp, give_up_at: float) -> Any:
     if body is None:
         raise ValueError(f"the answer ran past {_MAX_POLICY_BODY} bytes")
     return json.loads(body)
+
+
+def _status_without_token(http: SandboxHttp, give_up_at: float) -> int:
+    """The status the sidecar answers ``GET /policy`` with when the request carries no token."""
+    timeout = max(0.0, give_up_at - time.monotonic())
+    try:
+        with (
+            bounded_by(give_up_at),
+            http.stream(
+                "GET",
+                EGRESS_PORT,
+                "/policy",
+                "Get egress policy without its token",
+                headers={EGRESS_AUTH_HEADER: None},
+                timeout=timeout,
+            ) as response,
+        ):
+            return response.status_code
+    except api_exceptions() as e:
+        status = status_of(e)
+        # A 5xx is the proxy's moment of reconnecting, as for the read with the token.
+        if status is None or status >= 500:
+            raise
+        return status
+
+
+# How the proof says a sidecar takes requests without a token; a caller with more to say
+# about why (a server pool's pods carry none) looks for it.
+TAKES_NO_TOKEN = "to a request without its token"
+
+
+def _token_problem(status: int) -> str | None:
+    """What a sidecar that answers ``status`` to a request without its token leaves open."""
+    if status == 401:
+        return None
+    return (
+        f"the egress sidecar answered HTTP {status}, not 401, {TAKES_NO_TOKEN}, "
+        "so code in the sandbox could rewrite its own policy. Run an OpenSandbox server that "
+        "gives each egress sidecar a token, as the Docker and Kubernetes runtimes of "
+        "opensandbox-server 1.1.1 do."
+    )
 
 
 def enforcement_problem(status: Any, requested: NetworkPolicy) -> str | None:

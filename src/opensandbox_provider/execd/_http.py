@@ -37,10 +37,13 @@ BODY_READ_SIZE = 256 * 1024
 
 
 class Options(TypedDict, total=False):
-    """What a request may add to its method and URL; a timeout left out is the connection's."""
+    """
+    What a request may add to its method and URL; a timeout left out is the connection's, and
+    a header given as ``None`` is left out although the endpoint's headers name it.
+    """
 
     params: Mapping[str, str]
-    headers: Mapping[str, str]
+    headers: Mapping[str, str | None]
     json: object
     timeout: float | httpx.Timeout
 
@@ -101,12 +104,15 @@ class SandboxHttp:
         self, method: str, port: int, path: str, *, stream: bool, **options: Unpack[Options]
     ) -> httpx.Response:
         url, headers = self.target(port, path)
+        given = options.get("headers", {})
+        left_out = {name.lower() for name, value in given.items() if value is None}
+        sent = {name: value for name, value in headers.items() if name.lower() not in left_out}
         timeout = options.get("timeout")
         request = self._client.build_request(
             method,
             url,
             params=options.get("params"),
-            headers={**headers, **options.get("headers", {})},
+            headers={**sent, **{name: value for name, value in given.items() if value is not None}},
             json=options.get("json"),
             timeout=self.request_timeout if timeout is None else timeout,
         )

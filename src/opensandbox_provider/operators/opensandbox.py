@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,6 @@ from airflow.providers.common.compat.sdk import (
 
 from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider._output_log import OutputLog
-from opensandbox_provider.egress._policy import PolicyUnproven
 from opensandbox_provider.execd._background import output_paths, separated
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.operators._assets import add_new, declared_assets, shown
@@ -355,14 +353,13 @@ class OpenSandboxOperator(BaseOperator):
                 self._defer_to_trigger(sandbox, command_id, paths, context)
             output = OutputLog(self.log)
             try:
-                with _outputs_withheld(self.outputs):
-                    result = backend.run_command(
-                        sandbox,
-                        self.command,
-                        timeout=self.command_timeout,
-                        max_output_bytes=self.max_output_bytes,
-                        on_output=output.feed,
-                    )
+                result = backend.run_command(
+                    sandbox,
+                    self.command,
+                    timeout=self.command_timeout,
+                    max_output_bytes=self.max_output_bytes,
+                    on_output=output.feed,
+                )
             finally:
                 output.close()
             return self._finish(backend, sandbox, CommandEnd.of(result))
@@ -464,14 +461,6 @@ class OpenSandboxOperator(BaseOperator):
             # pool may have little of the trigger's last lease left, and copying the outputs
             # may take long.
             backend.hold(sandbox)
-            # As after a foreground command: nothing the command did may have widened the
-            # sandbox's egress unseen, whatever it exited with.
-            with _outputs_withheld(self.outputs):
-                backend.recheck_policy(
-                    sandbox,
-                    self.spec,
-                    after=f"{self.command!r} exited {event['exit_code']} in the background",
-                )
             end = CommandEnd(
                 exit_code=event["exit_code"],
                 stdout=event["stdout"],
@@ -563,24 +552,6 @@ class OpenSandboxOperator(BaseOperator):
                 self.sandbox_arguments["sandbox_timeout"],
                 exc_info=True,
             )
-
-
-@contextmanager
-def _outputs_withheld(outputs: Mapping[str, Any]) -> Iterator[None]:
-    """
-    Fail the task, naming the outputs it does not copy, when the sandbox's policy could not
-    be proven after the command: what the command wrote may hold what it fetched from
-    outside the policy, and copying it out would publish it (docs/egress.rst).
-    """
-    try:
-        yield
-    except PolicyUnproven as e:
-        if not outputs:
-            raise
-        raise AirflowException(
-            f"{e} So its outputs were not copied: {', '.join(map(repr, outputs))}. Retry the "
-            "task to run the command again in a new sandbox."
-        ) from e
 
 
 def _rendered_later(value: Any) -> bool:

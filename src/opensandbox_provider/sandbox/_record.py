@@ -10,13 +10,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from opensandbox_provider import _tags
-from opensandbox_provider.egress import _policy
 from opensandbox_provider.execd._execd import Execd
 from opensandbox_provider.execd._http import SandboxHttp
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
-    from opensandbox.models.sandboxes import NetworkPolicy, SandboxInfo
+    from opensandbox.models.sandboxes import SandboxInfo
 
 
 @dataclass
@@ -30,9 +29,6 @@ class SandboxRecord:
     lease: float
     # Where commands run and relative paths resolve; None for execd's own directory.
     workdir: str | None = None
-    # The deny-by-default policy its sidecar was shown to enforce at create (here, or by the
-    # task that provisioned it), re-checked after every command; None for an open spec.
-    proven_policy: NetworkPolicy | None = None
     # The sandbox's own services: the egress sidecar is read through http, execd through execd.
     http: SandboxHttp = field(init=False)
     execd: Execd = field(init=False)
@@ -54,8 +50,6 @@ class SandboxRecord:
             expires_at=monotonic_expiry(info.expires_at),
             lease=_tags.stamped_lease(info.metadata, default=lease),
             workdir=_tags.stamped_workdir(info.metadata, default=workdir),
-            # Its creator proved this policy before provisioning it; it is held to it here too.
-            proven_policy=_policy.network_policy(_tags.stamped_network(info.metadata)),
         )
 
     def resolve(self, path: str) -> str:

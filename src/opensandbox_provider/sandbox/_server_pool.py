@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
 from opensandbox_provider._errors import as_sandbox_errors, sdk_exceptions, to_sandbox_error
+from opensandbox_provider.egress import _policy
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
@@ -99,6 +100,13 @@ def advising(drawn: WarmPool | ServerPool | None) -> Iterator[None]:
     except SandboxTerminalError as e:
         if not isinstance(drawn, ServerPool):
             raise
+        if _policy.TAKES_NO_TOKEN in str(e):
+            raise SandboxTerminalError(
+                f"{e} The sandbox came from server pool {drawn.name!r}: a Pool's pods are "
+                "started before any sandbox asks, so the server gives their sidecars no token, "
+                "and a server pool cannot serve a spec that denies egress. Draw such sandboxes "
+                "from a warm pool, or create them (docs/pools.rst, 'Server pools')."
+            ) from e
         raise SandboxTerminalError(
             f"{e} The sandbox came from server pool {drawn.name!r}, whose pods get no policy "
             "from the task: the Pool's template must carry OpenSandbox's egress sidecar in "

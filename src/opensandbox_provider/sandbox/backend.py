@@ -7,7 +7,6 @@ import logging
 import threading
 import time
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -45,7 +44,6 @@ from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
 from opensandbox_provider.sandbox._limits import byte_budget
 from opensandbox_provider.sandbox._outcome import command_result, log_line, replaced_result
-from opensandbox_provider.sandbox._policy_proof import recheck
 from opensandbox_provider.sandbox._record import SandboxRecord
 
 if TYPE_CHECKING:
@@ -77,8 +75,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     Network policy is set at create and proven before use: a deny-by-default spec is sent as
     a policy, and a sandbox whose egress sidecar does not enforce it at the address layer is
-    destroyed and the task fails; the proof is repeated after every command. An open spec
-    sends no policy, so a server without the sidecar runs it.
+    destroyed and the task fails. The proof is made before the sandbox's first command and
+    never after: every route to the sidecar passes through the sandbox, so a later read would
+    hand the guest the sidecar's token (docs/egress.rst). An open spec sends no policy, so a
+    server without the sidecar runs it.
 
     Commands run over execd's event stream, read here rather than through the SDK: held to
     ``max_output_bytes`` and returned at execd's terminal event. A stream that breaks, or
@@ -258,7 +258,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             if policy is not None:
                 with _server_pool.advising(drawn):
                     _policy.require_enforced(record.http, policy, sandbox=sdk.id)
-                record.proven_policy = policy
                 log.info(
                     "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
                     sdk.id,
@@ -312,7 +311,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         return kept
 
     def _check_resumed(self, record: SandboxRecord, *, took: float) -> None:
-        """Wait for execd in a sandbox just resumed, and hold it to its policy again."""
+        """
+        Wait for execd in a sandbox just resumed. Its policy is not read again: the pause froze
+        the sidecar's rules with it, and a read now would carry the token to a guest that ran
+        before the pause (docs/egress.rst).
+        """
         sandbox = record.sdk.id
         with as_sandbox_errors(f"reach sandbox {sandbox}"):
             waited = record.execd.wait_until_answering(time.monotonic() + self.ready_timeout)
@@ -321,9 +324,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 f"Sandbox {sandbox} was resumed, but execd did not answer within "
                 f"{self.ready_timeout:g}s. Retry the task, or raise ready_timeout."
             )
-        # The server thaws the sidecar with the sandbox; a sidecar that came back without
-        # its rules would let the next command out, so it is asked before that command runs.
-        self._recheck_policy(record, after="after it was resumed")
         log.info(
             "Resumed sandbox %s: execd answered %.2fs after the resume was asked for.",
             sandbox,
@@ -394,7 +394,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         if streamed.abandoned is None:
             line = log_line(command, streamed, result, elapsed=elapsed, applied=applied)
             log.info("Sandbox %s: %s.", sandbox, line)
-            self._recheck_policy(record, after=f"after its command ({line})")
         return result
 
     def start_command(self, sandbox: str, command: str, *, timeout: float) -> str:
@@ -424,25 +423,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         """The sandbox to run a command in, and the command's deadline in milliseconds."""
         record = self._sandbox(sandbox)
         return record, max(1, round(record.fit_to_lifetime(timeout) * 1000))
-
-    def recheck_policy(self, sandbox: str, spec: SandboxSpec | None, *, after: str) -> None:
-        """
-        Prove again, after a command that ran in the background, that the sandbox enforces
-        the policy it was created with from ``spec``; destroy it if not, as after any other.
-
-        Such a command was watched from another process (the triggerer), so this backend has
-        not seen the sandbox since the one that created it proved its policy.
-        """
-        policy = _policy.network_policy(spec)
-        if policy is None:
-            return
-        record = self._sandbox(sandbox)
-        record.proven_policy = policy
-        self._recheck_policy(record, after=f"after its command ({after})")
-
-    def _recheck_policy(self, record: SandboxRecord, *, after: str) -> None:
-        destroy = partial(self._destroy_quietly, after="its network policy could not be proven")
-        recheck(record, after=after, destroy=destroy)
 
     # --- Files ---
 
