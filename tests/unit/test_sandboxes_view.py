@@ -28,6 +28,7 @@ def _summary(identity: TaskInstanceIdentity | None, **fields: object) -> Sandbox
         "identity": identity,
         "created_by_provider": True,
         "provisioned": False,
+        "deployment": "production",
     }
     return SandboxSummary(**{**values, **fields})  # type: ignore[arg-type]
 
