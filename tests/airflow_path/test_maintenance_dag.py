@@ -1,5 +1,5 @@
 """The maintenance Dag under `airflow dags test`: it kills a finished task's leaked sandbox and
-keeps a running task's."""
+keeps a running task's, and another Airflow deployment's sandbox of the same task instance."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dev.airflow_stack.running import CONN_ID
 from dev.stack.state import ServerInfo
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.sandbox import OpenSandboxBackend
-from tests.airflow_path.dags_test import dags_test
+from tests.airflow_path.dags_test import dags_test, deployment_of, prepared
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "system_tests" / "example_opensandbox_maintenance.py"
@@ -53,13 +53,22 @@ def test_a_finished_tasks_sandbox_is_killed_and_a_running_tasks_kept(
     for name, value in plain_server.airflow_connection_env(CONN_ID).items():
         monkeypatch.setenv(name, value)
     backend, hook = OpenSandboxBackend(CONN_ID), OpenSandboxHook(CONN_ID)
-    made = [leaked(backend, finished), leaked(backend, running), leaked(backend, None)]
+    # A finished task instance of another deployment, which this one's cleanup must not judge.
+    monkeypatch.setenv("AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID", "another-deployment")
+    made = [leaked(backend, finished)]
+    # The rest as this deployment's tasks would leave them: stamped with its id.
+    deployment = deployment_of(prepared(DAG_FILE, plain_server, tmp_path))
+    monkeypatch.setenv("AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID", deployment)
+    made = [leaked(backend, finished), leaked(backend, running), leaked(backend, None), *made]
     try:
         output = dags_test(DAG_FILE, DAG_ID, plain_server, tmp_path, *CONF)
         states = {s.id: s.state for s in hook.list_sandboxes() if s.id in made}
+        monkeypatch.setenv("AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID", "another-deployment")
+        states |= {s.id: s.state for s in hook.list_sandboxes() if s.id in made}
     finally:
         for sandbox in made:
             hook.kill_sandbox(sandbox)
     assert f"Killed sandbox {made[0]}: task {TASK_ID} of run {finished}" in output
     assert states.get(made[0], "Terminated") == "Terminated"
     assert states[made[1]] == "Running" and states[made[2]] == "Running"
+    assert states[made[3]] == "Running" and made[3] not in output
