@@ -6,26 +6,25 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from dev.stack.state import ServerInfo
 from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._identity import identity_metadata
-from tests.airflow_path.dags_test import AIRFLOW, deployment_of, passed, prepared
-from tests.airflow_path.two_deployments_dag import DAG_ID, LISTED
+from tests.airflow_path.dags_test import deployment_of, passed, prepared
+from tests.airflow_path.two_deployments_dag import DAG_ID, LISTED, RUN_ID
 
 DAG_FILE = Path(__file__).with_name("two_deployments_dag.py")
-# Both runs get this logical date, and so the same run id.
-LOGICAL_DATE = "2026-01-02T00:00:00+00:00"
-RUN_ID = f"manual__{LOGICAL_DATE}"
 # Long enough for the other deployment's whole run, its retry included, to fall inside it.
 HOLD_SECONDS = 45
 APPEAR_SECONDS = 90
 
 
 def _run(environment: dict[str, str], conf: dict[str, object]) -> subprocess.Popen[str]:
-    argv = [*AIRFLOW, "dags", "test", DAG_ID, LOGICAL_DATE, "--conf", json.dumps(conf)]
+    # The Dag file runs its Dag itself, as `airflow dags test` does, under the run id both share.
+    argv = [sys.executable, str(DAG_FILE), json.dumps(conf)]
     return subprocess.Popen(
         argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -68,7 +67,8 @@ def test_one_deployments_retry_neither_kills_nor_lists_the_other_deployments_san
             holding.wait()
     passed(holding.returncode, held_output)
     assert "finished" in held_output and "ended while the command ran" not in held_output
-    assert "try_number=2" in retried_output or "Killed sandbox" not in retried_output
+    # The retry ran, and killed nothing of the other deployment's.
+    assert "try_number=2" in retried_output and RUN_ID in retried_output
     assert held not in retried_output
     retrying_deployment = deployment_of(retrying_home)
     assert deployment_of(holding_home) == holding_deployment != retrying_deployment

@@ -4,7 +4,9 @@ the task instance left, which must be its own alone. Then each lists the run's s
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 from datetime import UTC, datetime, timedelta
 
 from airflow.providers.common.ai.sandbox import SandboxSpec
@@ -13,6 +15,10 @@ from airflow.sdk import Param, dag, task
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 
 DAG_ID = "opensandbox_two_deployments"
+# Both deployments' runs start "after" this, which names the run: `airflow dags test` would name
+# each after the moment it starts, and the two runs must share one run id.
+RUN_AFTER = datetime(2026, 1, 2, tzinfo=UTC)
+RUN_ID = f"manual__{RUN_AFTER.isoformat()}"
 LISTED = "listed sandboxes:"
 
 log = logging.getLogger(DAG_ID)
@@ -49,4 +55,7 @@ def opensandbox_two_deployments():
     command >> list_the_runs_sandboxes()
 
 
-opensandbox_two_deployments()
+DAG = opensandbox_two_deployments()
+
+if __name__ == "__main__":
+    DAG.test(run_after=RUN_AFTER, logical_date=RUN_AFTER, run_conf=json.loads(sys.argv[1]))

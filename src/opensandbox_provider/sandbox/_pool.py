@@ -178,7 +178,8 @@ def _claim(pool: WarmPool, sandbox: str, handover: Handover) -> SandboxSync | No
     # before the sandbox is proven idle.
     requests = _requests()
     found, connected = requests.submit(info), requests.submit(connect)
-    wait([found, connected])
+    first: list[Future[Any]] = [found, connected]
+    wait(first)
     taken = _taken(found, pool, handover)
     if taken is not None:
         if connected.exception() is None:
