@@ -20,14 +20,13 @@ DAG_ID = "opensandbox_two_deployments"
 RUN_AFTER = datetime(2026, 1, 2, tzinfo=UTC)
 RUN_ID = f"manual__{RUN_AFTER.isoformat()}"
 LISTED = "listed sandboxes:"
-
 log = logging.getLogger(DAG_ID)
 
 
 @dag(
-    DAG_ID,
+    dag_id=DAG_ID,
+    start_date=RUN_AFTER,
     schedule=None,
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     params={"seconds": Param(0, type="integer"), "fail_first_try": Param(False, type="boolean")},
 )
 def opensandbox_two_deployments():
