@@ -16,6 +16,8 @@ from dev.stack.state import ServerInfo, StackState, read_state, runtime
 from tests import kubernetes_selection, leak_check
 from tests.run_summary import RunSummary
 
+DEPLOYMENT_VARIABLE = "AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID"
+TEST_DEPLOYMENT = "opensandbox-tests"
 STACK_FIXTURES = {"stack", "plain_server", "dns_server", "dns_nft_server"}
 HEALTH_WAIT_SECONDS = 30
 
@@ -23,6 +25,10 @@ HEALTH_WAIT_SECONDS = 30
 def pytest_configure(config: pytest.Config) -> None:
     # The SDK otherwise posts telemetry to the server after every create.
     os.environ["OPENSANDBOX_DISABLE_METRICS"] = "1"
+    # The deployment this process stamps on what it creates and lists by: one of its own, so
+    # that it needs no Airflow metadata database. An Airflow a test starts gets none of the
+    # test's AIRFLOW__ settings, so it keeps the id its own database makes.
+    os.environ.setdefault(DEPLOYMENT_VARIABLE, TEST_DEPLOYMENT)
     _keep_the_stacks_named_images()
     if not leak_check.is_xdist_worker(config):
         # What this run showed, for the claims table of docs/verification.rst; with xdist the

@@ -57,6 +57,13 @@ class AirflowApi:
     def connection(self, conn_id: str) -> dict[str, Any]:
         return dict(self._call("GET", f"/api/v2/connections/{quote(conn_id, safe='')}").json())
 
+    def opensandbox_deployment(self) -> str:
+        """The deployment id this Airflow stamps on its sandboxes, made by its api-server if no
+        task made it yet: the Sandboxes view's listing reads it, and makes it if absent."""
+        self._call("GET", "/opensandbox/api/sandboxes")
+        variable = "/api/v2/variables/opensandbox_deployment_id"
+        return str(self._call("GET", variable).json()["value"])
+
     def test_connection(self, connection: dict[str, Any]) -> dict[str, Any]:
         """What the connection form's Test button asks: ``{"status": bool, "message": str}``."""
         return dict(self._call("POST", "/api/v2/connections/test", json=connection).json())

@@ -20,7 +20,8 @@ Every tag this module writes sits under the ``airflow-tag/`` prefix, which is ho
 tells its own keys from metadata written by anyone else: it never rewrites or removes
 any other key. The only others it writes are those a new sandbox is created with: two
 for operators to find it by, the lease its creator chose, which every backend that holds
-the sandbox later renews it by, and the task instance that created it
+the sandbox later renews it by, the Airflow deployment that created it
+(:mod:`~opensandbox_provider._deployment`) and the task instance
 (:mod:`~opensandbox_provider._identity`).
 """
 
@@ -43,6 +44,8 @@ from airflow.providers.common.ai.sandbox.base import (
     decode_network_policy,
     encode_network_policy,
 )
+
+from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -143,13 +146,16 @@ def creation_metadata(
     workdir: str | None,
     lease: float,
     identity: Mapping[str, str],
+    deployment: str,
 ) -> dict[str, str]:
     """
-    Who made a new sandbox (and the task instance's ``identity`` metadata, empty outside a
-    task), a name to find it by, its lease, and the tags of one provisioned for a task.
+    Who made a new sandbox (the ``deployment`` and the task instance's ``identity`` metadata,
+    empty outside a task), a name to find it by, its lease, and the tags of one provisioned
+    for a task.
     """
     metadata = {
         **CREATED_BY,
+        DEPLOYMENT_KEY: deployment,
         **identity,
         "name": f"airflow-sandbox-{uuid.uuid4().hex[:12]}",
         LEASE_KEY: str(math.ceil(lease)),

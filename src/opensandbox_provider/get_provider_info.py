@@ -75,6 +75,28 @@ def get_provider_info() -> dict[str, Any]:
                 "name": "opensandbox",
             }
         ],
+        "config": {
+            "opensandbox": {
+                "description": "Settings of the OpenSandbox provider, read by every process.\n",
+                "options": {
+                    "deployment_id": {
+                        "description": (
+                            "The id stamped on every sandbox this Airflow deployment makes; a "
+                            "retry, the hook's listing, the Sandboxes view, the maintenance "
+                            "cleanup and a warm pool's draw act only on sandboxes carrying it. "
+                            "Empty: an id made once and kept in this deployment's metadata "
+                            "database as the Variable opensandbox_deployment_id. Set it the same "
+                            "in every process of one deployment, and differently for each "
+                            "deployment sharing a server.\n"
+                        ),
+                        "version_added": None,
+                        "type": "string",
+                        "example": "production",
+                        "default": "",
+                    }
+                },
+            }
+        },
         "connection-types": [
             {
                 "hook-class-name": "opensandbox_provider.hooks.opensandbox.OpenSandboxHook",

@@ -31,6 +31,7 @@ from dev.airflow_stack.running import (
     trigger,
 )
 from dev.stack.state import ServerInfo
+from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider._tags import CREATED_BY
 from tests.airflow_path.browser import CHROMIUM_FLAGS, chromium_executable
@@ -252,15 +253,15 @@ LEAKED_IDENTITY = TaskInstanceIdentity(
 )
 
 
-@pytest.fixture
-def leaked_sandbox(plain_server: ServerInfo) -> Iterator[str]:
-    """A sandbox as a dead worker leaves one: made by this provider for a task long ended."""
+def _sandbox_of(server: ServerInfo, deployment: str) -> Iterator[str]:
+    """A sandbox as a dead worker of ``deployment`` leaves one: made by this provider for a task
+    long ended."""
     from opensandbox import SandboxSync
 
     sandbox = SandboxSync.create(
         "python:3.12-slim",
-        connection_config=plain_server.connection_config(),
-        metadata={**CREATED_BY, **LEAKED_IDENTITY.metadata()},
+        connection_config=server.connection_config(),
+        metadata={**CREATED_BY, DEPLOYMENT_KEY: deployment, **LEAKED_IDENTITY.metadata()},
         timeout=timedelta(minutes=10),
         skip_health_check=True,
     )
@@ -270,6 +271,19 @@ def leaked_sandbox(plain_server: ServerInfo) -> Iterator[str]:
         with suppress(SandboxException):
             sandbox.kill()
         sandbox.close()
+
+
+@pytest.fixture
+def leaked_sandbox(airflow: RunningAirflow, plain_server: ServerInfo) -> Iterator[str]:
+    """A sandbox this Airflow's dead worker left."""
+    airflow.api.put_connection(opensandbox_connection(plain_server))
+    yield from _sandbox_of(plain_server, airflow.api.opensandbox_deployment())
+
+
+@pytest.fixture
+def foreign_sandbox(plain_server: ServerInfo) -> Iterator[str]:
+    """The same task instance's sandbox, left by another Airflow deployment on the server."""
+    yield from _sandbox_of(plain_server, "another-deployment")
 
 
 def _token(airflow: RunningAirflow, username: str) -> str:
@@ -282,11 +296,10 @@ def _token(airflow: RunningAirflow, username: str) -> str:
 
 
 def test_the_sandboxes_view_refuses_anonymous_requests_and_a_viewers_kill(
-    airflow: RunningAirflow, plain_server: ServerInfo, leaked_sandbox: str
+    airflow: RunningAirflow, plain_server: ServerInfo, leaked_sandbox: str, foreign_sandbox: str
 ) -> None:
-    airflow.api.put_connection(opensandbox_connection(plain_server))
     base = f"{airflow.site.base_url}/opensandbox"
-    kill = f"{base}/api/connections/{CONN_ID}/sandboxes/{leaked_sandbox}/kill"
+    kill = f"{base}/api/sandboxes/{leaked_sandbox}/kill"
     action = {"X-OpenSandbox-Action": "kill"}
     assert httpx.get(f"{base}/sandboxes").status_code == 401
     assert httpx.get(f"{base}/api/sandboxes").status_code == 401
@@ -296,7 +309,10 @@ def test_the_sandboxes_view_refuses_anonymous_requests_and_a_viewers_kill(
     listing = httpx.get(f"{base}/api/sandboxes", headers=viewer)
     assert listing.status_code == 200, listing.text
     listed = [s["id"] for server in listing.json() for s in server["sandboxes"]]
-    assert leaked_sandbox in listed
+    assert leaked_sandbox in listed and foreign_sandbox not in listed
+    # A viewer may not read connections: no connection id, server or error reaches them.
+    assert all(server["conn_id"] is None and server["server"] is None for server in listing.json())
+    assert plain_server.domain not in listing.text
     refused = httpx.post(kill, headers=viewer | action)
     assert refused.status_code == 403, refused.text
     assert plain_server.has_sandbox(leaked_sandbox)
@@ -308,6 +324,12 @@ def test_the_sandboxes_view_refuses_anonymous_requests_and_a_viewers_kill(
     without_header = httpx.post(kill, headers=admin)
     assert without_header.status_code == 400, without_header.text
     assert plain_server.has_sandbox(leaked_sandbox)
+    for_admin = httpx.get(f"{base}/api/sandboxes", headers=admin).json()
+    assert CONN_ID in [server["conn_id"] for server in for_admin]
+    # Another deployment's sandbox of the same task instance is not this one's to kill.
+    foreign = httpx.post(f"{base}/api/sandboxes/{foreign_sandbox}/kill", headers=admin | action)
+    assert foreign.status_code == 404, foreign.text
+    assert plain_server.has_sandbox(foreign_sandbox)
 
 
 def test_ui_sandboxes_view_shows_a_deferred_tasks_sandbox_and_kills_a_leaked_one(

@@ -1,6 +1,7 @@
 """The cleanup Dag the package ships, under `airflow dags test`: it kills a finished task's leaked
 sandbox, and keeps a running task's, a resumed deferred task's waiting for a pool slot, with the
-output in it, and one made outside a task."""
+output in it, one made outside a task, and another Airflow deployment's of the same task
+instance."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from dev.stack.state import ServerInfo
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.maintenance.dag import TASK_ID
 from opensandbox_provider.sandbox import OpenSandboxBackend
-from tests.airflow_path.dags_test import airflow_environment, dags_test
+from tests.airflow_path.dags_test import airflow_environment, dags_test, deployment_of
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "system_tests" / "example_opensandbox_maintenance.py"
@@ -78,8 +79,14 @@ def test_the_cleanup_kills_a_finished_tasks_sandbox_and_keeps_every_one_a_task_m
     for name, value in plain_server.airflow_connection_env(CONN_ID).items():
         monkeypatch.setenv(name, value)
     backend, hook = OpenSandboxBackend(CONN_ID), OpenSandboxHook(CONN_ID)
+    deployment = deployment_of(airflow_environment(tmp_path, plain_server))
     made: list[str] = []
     try:
+        # A finished task instance of another deployment, which this one's cleanup must not judge.
+        monkeypatch.setenv("AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID", "another-deployment")
+        made.append(leaked(backend, finished))
+        # The rest as this deployment's tasks would leave them: stamped with its id.
+        monkeypatch.setenv("AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID", deployment)
         made.append(leaked(backend, finished))
         made.append(leaked(backend, running))
         made.append(leaked(backend, resumed, f"echo '{OUTPUT}' > {OUTPUT_PATH}"))
@@ -88,19 +95,23 @@ def test_the_cleanup_kills_a_finished_tasks_sandbox_and_keeps_every_one_a_task_m
         states = {s.id: s.state for s in hook.list_sandboxes() if s.id in made}
         # Read only from a sandbox that survived, so a killed one fails the asserts below.
         kept_output = (
-            backend.read_file(made[2], OUTPUT_PATH, max_bytes=1024)
-            if states.get(made[2]) == "Running"
+            backend.read_file(made[3], OUTPUT_PATH, max_bytes=1024)
+            if states.get(made[3]) == "Running"
             else None
         )
+        monkeypatch.setenv("AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID", "another-deployment")
+        states |= {s.id: s.state for s in hook.list_sandboxes() if s.id in made}
     finally:
         for sandbox in made:
             hook.kill_sandbox(sandbox)
     assert (
-        f"Killed sandbox {made[0]}: task {TASK_ID} of run {finished} of Dag {DAG_ID} is success"
+        f"Killed sandbox {made[1]}: task {TASK_ID} of run {finished} of Dag {DAG_ID} is success"
         in output
     )
     assert "Killed 1 leaked sandbox(es)." in output
-    assert states.get(made[0], "Terminated") == "Terminated"
-    assert [states.get(sandbox) for sandbox in made[1:]] == ["Running"] * 3
+    assert states.get(made[1], "Terminated") == "Terminated"
+    assert [states.get(sandbox) for sandbox in made[2:]] == ["Running"] * 3
     # The resumed task finds the output its command left, once a slot frees.
     assert kept_output == f"{OUTPUT}\n".encode()
+    # Another deployment's sandbox of a finished task instance is neither judged nor killed.
+    assert states.get(made[0]) == "Running" and made[0] not in output

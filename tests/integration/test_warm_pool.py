@@ -33,6 +33,7 @@ from opensandbox_provider.sandbox import OpenSandboxBackend
 from tests import warm_pools
 
 CONN_ID = "opensandbox_default"
+DEPLOYMENT_OPTION = "AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID"
 OPEN = SandboxSpec(block_network=False)
 # A keeper of these tests gives up its lock this soon after it dies, so a takeover is quick.
 LOCK_SECONDS = 3.0
@@ -233,6 +234,47 @@ def test_an_idle_sandbox_of_another_definition_under_the_same_name_is_destroyed_
     assert handle != idle
     assert "was made with other arguments" in caplog.text
     assert not plain_server.has_sandbox(idle)
+
+
+def test_a_sandbox_the_store_hands_out_twice_stays_with_the_task_that_drew_it_first(
+    plain_server, connect, make_pool, handles, manager, caplog
+) -> None:
+    connect(plain_server)
+    pool = make_pool(size=1)
+    filled(pool)
+    first = take(OpenSandboxBackend(CONN_ID, warm_pool=pool), handles)
+    stamped = manager.get_sandbox_info(first).metadata
+    # What a Redis failover that replays the pop does: the drawn sandbox is idle once more.
+    state_store(pool).put_idle(pool.name, first)
+    caplog.set_level(logging.INFO, logger="opensandbox_provider")
+
+    second = take(OpenSandboxBackend(CONN_ID, warm_pool=pool), handles)
+
+    assert second != first
+    assert "is not idle: its name is" in caplog.text
+    # Left alone: still running, still stamped for the task that drew it first.
+    assert manager.get_sandbox_info(first).metadata == stamped
+    assert plain_server.has_sandbox(first)
+
+
+def test_an_idle_sandbox_another_deployment_warmed_is_left_alone_not_served(
+    plain_server, connect, make_pool, handles, manager, monkeypatch, caplog
+) -> None:
+    connect(plain_server)
+    pool = make_pool(size=1)
+    this_deployment = os.environ[DEPLOYMENT_OPTION]
+    monkeypatch.setenv(DEPLOYMENT_OPTION, "another-deployment")
+    filled(pool)
+    (theirs,) = idle_ids(pool)
+    monkeypatch.setenv(DEPLOYMENT_OPTION, this_deployment)
+    caplog.set_level(logging.INFO, logger="opensandbox_provider")
+    try:
+        ours = take(OpenSandboxBackend(CONN_ID, warm_pool=pool), handles)
+        assert ours != theirs
+        assert "was warmed by Airflow deployment 'another-deployment'" in caplog.text
+        assert plain_server.has_sandbox(theirs)
+    finally:
+        manager.kill_sandbox(theirs)
 
 
 def test_a_sandbox_whose_egress_proof_fails_after_it_is_taken_is_destroyed_and_the_task_fails(

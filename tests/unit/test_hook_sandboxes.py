@@ -14,10 +14,12 @@ from opensandbox.models.sandboxes import (
 )
 
 from opensandbox_provider import _tags
+from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._identity import KEYS, TaskInstanceIdentity
 from opensandbox_provider.hooks._sandboxes import SandboxQuery, SandboxSummary, list_sandboxes
 
 RUN_ID = "scheduled__2026-01-01T00:00:00+00:00"
+OURS, THEIRS = "production", "staging"
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -55,16 +57,17 @@ class PagedServer:
         )
 
 
-def test_the_server_filters_on_the_identity_labels_and_the_creator():
-    query = SandboxQuery(dag_id="d", run_id=RUN_ID, map_index=2, states=["Running"])
+def test_the_server_filters_on_the_deployment_the_identity_labels_and_the_creator():
+    query = SandboxQuery(OURS, dag_id="d", run_id=RUN_ID, map_index=2, states=["Running"])
     identity = TaskInstanceIdentity("d", "t", RUN_ID, map_index=2)
     assert query.metadata() == {
         "created-by": "airflow",
+        DEPLOYMENT_KEY: OURS,
         KEYS["dag_id"]: "d",
         KEYS["run_id"]: identity.metadata()[KEYS["run_id"]],
         KEYS["map_index"]: "2",
     }
-    assert SandboxQuery(created_by_provider=False).metadata() == {}
+    assert SandboxQuery(OURS, created_by_provider=False).metadata() == {DEPLOYMENT_KEY: OURS}
 
 
 def test_every_page_is_read_and_map_index_minus_one_keeps_unmapped_tasks_only():
@@ -72,7 +75,7 @@ def test_every_page_is_read_and_map_index_minus_one_keeps_unmapped_tasks_only():
     mapped = TaskInstanceIdentity("d", "t", RUN_ID, map_index=0, try_number=1).metadata()
     infos = [info(f"sb-{n}", unmapped if n % 2 else mapped) for n in range(5)]
     server = PagedServer(infos, page_size=2)
-    found = list(list_sandboxes(server, SandboxQuery(dag_id="d", map_index=-1)))
+    found = list(list_sandboxes(server, SandboxQuery(OURS, dag_id="d", map_index=-1)))
     assert [summary.id for summary in found] == ["sb-1", "sb-3"]
     assert [f.page for f in server.filters] == [1, 2, 3]
     assert KEYS["map_index"] not in server.filters[0].metadata
@@ -90,3 +93,29 @@ def test_a_summary_carries_the_identity_and_what_made_the_sandbox():
     assert stranger.identity is None and not stranger.created_by_provider
     assert not stranger.provisioned and stranger.state == "Paused"
     assert stranger.created_at == CREATED and stranger.expires_at is None
+
+
+def test_the_hooks_listing_asks_the_server_only_for_this_deployments_sandboxes(monkeypatch):
+    from contextlib import contextmanager
+
+    from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
+
+    server = PagedServer([], page_size=10)
+
+    @contextmanager
+    def manager(self):
+        yield server
+
+    monkeypatch.setattr(OpenSandboxHook, "_manager", manager)
+    monkeypatch.setattr(OpenSandboxHook, "server_url", "http://server")
+    for deployment in (OURS, THEIRS):
+        monkeypatch.setenv("AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID", deployment)
+        OpenSandboxHook().list_sandboxes(dag_id="d", task_id="t", run_id=RUN_ID, map_index=-1)
+        OpenSandboxHook().list_sandboxes(created_by_provider=False)
+    assert [f.metadata[DEPLOYMENT_KEY] for f in server.filters] == [OURS, OURS, THEIRS, THEIRS]
+
+
+def test_a_summary_says_which_deployment_made_the_sandbox_and_none_for_an_unstamped_one():
+    stamped = SandboxSummary.of(info("sb-1", {"created-by": "airflow", DEPLOYMENT_KEY: OURS}))
+    older = SandboxSummary.of(info("sb-2", {"created-by": "airflow"}))
+    assert stamped.deployment == OURS and older.deployment is None

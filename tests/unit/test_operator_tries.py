@@ -17,6 +17,7 @@ from opensandbox_provider.operators import opensandbox as operator_module
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 
 RUN_ID = "manual__2026-01-01T00:00:00+00:00"
+DEPLOYMENT = "production"
 LOG = logging.getLogger("tests.operator_tries")
 
 
@@ -72,7 +73,9 @@ class FakeTi(SimpleNamespace):
 def summary(sandbox: str, *, try_number: int, state: str = "Running") -> SandboxSummary:
     identity = TaskInstanceIdentity("d", "t", RUN_ID, try_number=try_number)
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    return SandboxSummary(sandbox, state, "python:3.12-slim", now, None, identity, True, False)
+    return SandboxSummary(
+        sandbox, state, "python:3.12-slim", now, None, identity, True, False, DEPLOYMENT
+    )
 
 
 @pytest.fixture

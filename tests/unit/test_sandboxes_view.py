@@ -1,5 +1,6 @@
 """The Sandboxes view's pieces that need no api-server: the plugin's registration, the page's
-HTML, and the one Airflow function it calls by its parameters' names."""
+HTML, what each user is shown of a connection, and the one Airflow function it calls by its
+parameters' names."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import entry_points
+from typing import Any, ClassVar
+
+import pytest
+from airflow.providers.common.ai.sandbox.base import SandboxError
 
 from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider.hooks._sandboxes import SandboxSummary
@@ -28,6 +33,7 @@ def _summary(identity: TaskInstanceIdentity | None, **fields: object) -> Sandbox
         "identity": identity,
         "created_by_provider": True,
         "provisioned": False,
+        "deployment": "production",
     }
     return SandboxSummary(**{**values, **fields})  # type: ignore[arg-type]
 
@@ -92,3 +98,68 @@ def test_airflows_get_user_still_takes_the_parameters_the_view_passes() -> None:
         "_oauth_token",
         "bearer_credentials",
     ]
+
+
+class _Hook:
+    """A connection's hook: its server, and what it lists or raises."""
+
+    answers: ClassVar[dict[str, object]] = {}
+
+    def __init__(self, conn_id: str) -> None:
+        self.conn_id = conn_id
+
+    @property
+    def server_url(self) -> str:
+        return f"http://{self.conn_id}.internal:8080"
+
+    def list_sandboxes(self, **filters: object) -> list[SandboxSummary]:
+        answer = self.answers[self.conn_id]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer  # type: ignore[return-value]
+
+
+@pytest.fixture
+def view(monkeypatch: pytest.MonkeyPatch) -> Any:
+    from opensandbox_provider.plugins import _app
+
+    monkeypatch.setattr(_app, "OpenSandboxHook", _Hook)
+    monkeypatch.setattr(_app, "opensandbox_connection_ids", lambda: sorted(_Hook.answers))
+    monkeypatch.setattr(_app, "_allowed", lambda user, conn_id, identity, method: True)
+    # The admin may read connections, the viewer may not: SimpleAuthManager's OP role rule.
+    monkeypatch.setattr(_app, "_may_read_connection", lambda user, conn_id: user == "admin")
+    return _app
+
+
+def test_connection_details_are_shown_only_to_a_user_who_may_read_connections(view) -> None:
+    task = TaskInstanceIdentity(dag_id="d", task_id="t", run_id="manual__1", try_number=1)
+    _Hook.answers = {
+        "os_prod": [_summary(task)],
+        "os_secret": SandboxError("Could not reach http://10.9.8.7:8080: refused"),
+    }
+    for_viewer = view._servers("viewer", {})
+    assert [(s.conn_id, s.server) for s in for_viewer] == [(None, None), (None, None)]
+    assert [s.id for s in for_viewer[0].sandboxes] == ["sbx-1"]
+    assert for_viewer[1].error == view.HIDDEN_ERROR
+    html = render_page(for_viewer, {}, airflow_root="")
+    assert "os_prod" not in html and "10.9.8.7" not in html and ".internal" not in html
+    assert "api/sandboxes/sbx-1/kill" in html
+    for_admin = view._servers("admin", {})
+    assert [(s.conn_id, s.server) for s in for_admin] == [
+        ("os_prod", "http://os_prod.internal:8080"),
+        ("os_secret", None),
+    ]
+    assert "10.9.8.7" in str(for_admin[1].error)
+
+
+def test_a_connection_that_fails_unexpectedly_is_shown_broken_and_the_rest_still_listed(
+    view, caplog: pytest.LogCaptureFixture
+) -> None:
+    _Hook.answers = {"a_broken": KeyError("extra"), "b_fine": [_summary(None)]}
+    servers = view._servers("admin", {})
+    assert servers[0].conn_id == "a_broken" and servers[0].sandboxes == []
+    assert "An unexpected KeyError" in str(servers[0].error)
+    assert [s.id for s in servers[1].sandboxes] == ["sbx-1"]
+    assert "failed unexpectedly" in caplog.text
+    html = render_page(servers, {}, airflow_root="")
+    assert "Could not list its sandboxes: An unexpected KeyError" in html

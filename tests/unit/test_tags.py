@@ -19,7 +19,10 @@ from airflow.providers.common.ai.sandbox.base import (
 )
 
 from opensandbox_provider import _tags
+from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._tags import DamagedTagError
+
+DEPLOYMENT = "production"
 
 # OpenSandbox's metadata rules (Kubernetes label rules), as the server states them in its
 # 400 INVALID_METADATA_LABEL messages; the integration tests check them against the server.
@@ -203,23 +206,33 @@ def test_read_tags_of_damaged_metadata_says_how_to_recover():
 
 
 def test_a_new_sandbox_is_stamped_for_operators_and_carries_tags_only_when_provisioned():
-    plain = _tags.creation_metadata(SandboxSpec(), workdir="/w", lease=3600.0, identity={})
+    plain = _tags.creation_metadata(
+        SandboxSpec(), workdir="/w", lease=3600.0, identity={}, deployment=DEPLOYMENT
+    )
     assert plain.pop("created-by") == "airflow"
+    assert plain.pop(DEPLOYMENT_KEY) == DEPLOYMENT
     assert re.fullmatch(r"airflow-sandbox-[0-9a-f]{12}", plain.pop("name"))
     assert plain == {_tags.LEASE_KEY: "3600"}
-    assert _tags.creation_metadata(None, workdir=None, lease=60.0, identity={}).keys() == {
+    assert _tags.creation_metadata(
+        None, workdir=None, lease=60.0, identity={}, deployment=DEPLOYMENT
+    ).keys() == {
         "created-by",
+        DEPLOYMENT_KEY,
         "name",
         _tags.LEASE_KEY,
     }
     spec = SandboxSpec(owner=OWNER)
-    provisioned = _tags.creation_metadata(spec, workdir="/w", lease=60.0, identity={})
+    provisioned = _tags.creation_metadata(
+        spec, workdir="/w", lease=60.0, identity={}, deployment=DEPLOYMENT
+    )
     assert _tags.decode(provisioned) == _tags.provisioning_tags(spec, workdir="/w")
 
 
 def test_a_new_sandbox_carries_the_identity_of_the_task_instance_creating_it():
     identity = {"airflow-dag-id": "d", "airflow-try-number": "2"}
-    stamped = _tags.creation_metadata(None, workdir=None, lease=60.0, identity=identity)
+    stamped = _tags.creation_metadata(
+        None, workdir=None, lease=60.0, identity=identity, deployment=DEPLOYMENT
+    )
     assert stamped.items() >= identity.items()
     assert _tags.decode(stamped) == {}
 
@@ -237,7 +250,9 @@ def test_damaged_metadata_is_quoted_on_one_bounded_line() -> None:
 
 
 def test_the_creators_lease_is_read_back_in_whole_seconds_rounded_up():
-    stamped = _tags.creation_metadata(None, workdir=None, lease=90.5, identity={})
+    stamped = _tags.creation_metadata(
+        None, workdir=None, lease=90.5, identity={}, deployment=DEPLOYMENT
+    )
     assert _tags.stamped_lease(stamped, default=600.0) == 91.0
 
 

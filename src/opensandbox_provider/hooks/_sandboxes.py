@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import OWNER_TAG
 
+from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._identity import KEYS, TaskInstanceIdentity, identity_metadata
 from opensandbox_provider._tags import CREATED_BY, PREFIX
 
@@ -41,6 +42,8 @@ class SandboxSummary:
     """Whether this provider (or common-ai's toolset on it) created it."""
     provisioned: bool
     """Whether it was provisioned for other tasks to attach to, and so outlives its creator."""
+    deployment: str | None
+    """The Airflow deployment that created it; ``None`` for one made before it was stamped."""
 
     @classmethod
     def of(cls, info: SandboxInfo) -> SandboxSummary:
@@ -54,6 +57,7 @@ class SandboxSummary:
             identity=TaskInstanceIdentity.read(metadata),
             created_by_provider=metadata.items() >= CREATED_BY.items(),
             provisioned=PREFIX + OWNER_TAG in metadata,
+            deployment=metadata.get(DEPLOYMENT_KEY),
         )
 
 
@@ -61,9 +65,12 @@ class SandboxSummary:
 class SandboxQuery:
     """
     Which sandboxes a listing asks for. A field left ``None`` matches any value;
-    ``map_index=-1`` matches only the sandboxes of unmapped tasks.
+    ``map_index=-1`` matches only the sandboxes of unmapped tasks. ``deployment`` is not
+    optional: nothing may act on another Airflow deployment's sandboxes by a task identity
+    they happen to share.
     """
 
+    deployment: str
     dag_id: str | None = None
     task_id: str | None = None
     run_id: str | None = None
@@ -81,7 +88,11 @@ class SandboxQuery:
             "map_index": self.map_index,
             "try_number": self.try_number,
         }
-        return {**(CREATED_BY if self.created_by_provider else {}), **identity_metadata(fields)}
+        return {
+            **(CREATED_BY if self.created_by_provider else {}),
+            DEPLOYMENT_KEY: self.deployment,
+            **identity_metadata(fields),
+        }
 
     def matches(self, metadata: Mapping[str, str]) -> bool:
         """What the server's filter cannot say: an unmapped task's sandbox has no map index."""

@@ -155,16 +155,27 @@ class OpenSandboxHook(BaseHook):
         states: Sequence[str] | None = None,
     ) -> list[SandboxSummary]:
         """
-        The sandboxes on the server that the task instance fields given created, each field
-        left ``None`` matching any; ``map_index=-1`` matches unmapped tasks only.
+        The sandboxes on the server that this Airflow deployment and the task instance fields
+        given created, each field left ``None`` matching any; ``map_index=-1`` matches
+        unmapped tasks only. Another deployment's sandboxes, and those made before sandboxes
+        carried their deployment, are never listed, so neither is killed by what a listing
+        finds (see :mod:`~opensandbox_provider._deployment`).
 
         ``created_by_provider`` keeps to sandboxes this provider created, and ``states`` to
         sandboxes in those lifecycle states (``"Running"``, ``"Paused"``, ...).
         """
+        from airflow.providers.common.ai.sandbox.base import SandboxError
+
+        from opensandbox_provider._deployment import DeploymentUnknownError, deployment_id
         from opensandbox_provider._errors import as_sandbox_errors
         from opensandbox_provider.hooks._sandboxes import SandboxQuery, list_sandboxes
 
+        try:
+            deployment = deployment_id()
+        except DeploymentUnknownError as e:
+            raise SandboxError(str(e)) from e
         query = SandboxQuery(
+            deployment=deployment,
             dag_id=dag_id,
             task_id=task_id,
             run_id=run_id,

@@ -3,12 +3,15 @@
 Mounted by Airflow's api-server under its own authentication: every route resolves the user
 as Airflow's own API does (its JWT, from the header or the UI's cookie), and each sandbox is
 shown, or killed, only for a user whom the auth manager lets read, or edit, the task
-instances of the Dag that made it. The API key of a connection never leaves the server.
+instances of the Dag that made it. A connection's id, server and errors are shown only to a
+user it lets read that connection, as Airflow's own connection pages are. The API key of a
+connection never leaves the server. Only this Airflow deployment's sandboxes are listed.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import logging
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.providers.common.ai.sandbox.base import SandboxError
@@ -23,6 +26,11 @@ if TYPE_CHECKING:
     from opensandbox_provider._identity import TaskInstanceIdentity
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
 
+log = logging.getLogger(__name__)
+
+# What a user who may not read a connection is told when its server could not be listed.
+HIDDEN_ERROR = "the reason is shown only to users who may read Airflow's connections."
+
 # The kill action must come from the page's own script: a form on another site can send the
 # UI's cookie with a POST, but cannot set a header.
 ACTION_HEADER = "X-OpenSandbox-Action"
@@ -32,9 +40,13 @@ Method = Literal["GET", "PUT"]
 
 @dataclass(frozen=True)
 class ServerSandboxes:
-    """One connection's server and what it listed, or why it could not."""
+    """
+    One connection's server and what it listed, or why it could not; ``conn_id`` and
+    ``server`` are ``None``, and ``error`` says only that it failed, for a user who may not
+    read the connection.
+    """
 
-    conn_id: str
+    conn_id: str | None
     server: str | None
     sandboxes: list[SandboxSummary]
     error: str | None = None
@@ -72,19 +84,46 @@ def _allowed(
     )
 
 
+def _may_read_connection(user: Any, conn_id: str) -> bool:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
+
+    return get_auth_manager().is_authorized_connection(
+        method="GET", details=ConnectionDetails(conn_id=conn_id), user=user
+    )
+
+
 def _servers(user: Any, filters: dict[str, Any]) -> list[ServerSandboxes]:
     found = []
     for conn_id in opensandbox_connection_ids():
-        hook = OpenSandboxHook(conn_id)
-        try:
-            server = hook.server_url
-            listed = hook.list_sandboxes(**filters)
-        except (SandboxError, InvalidConnectionError) as error:
-            found.append(ServerSandboxes(conn_id, None, [], error=str(error)))
-            continue
-        visible = [s for s in listed if _allowed(user, conn_id, s.identity, "GET")]
-        found.append(ServerSandboxes(conn_id, server, visible))
+        listed = _listing(conn_id, filters)
+        visible = [s for s in listed.sandboxes if _allowed(user, conn_id, s.identity, "GET")]
+        listed = replace(listed, sandboxes=visible)
+        if not _may_read_connection(user, conn_id):
+            error = None if listed.error is None else HIDDEN_ERROR
+            listed = replace(listed, conn_id=None, server=None, error=error)
+        found.append(listed)
     return found
+
+
+def _listing(conn_id: str, filters: dict[str, Any]) -> ServerSandboxes:
+    """What one connection's server lists, or, however that fails, why: never an exception."""
+    hook = OpenSandboxHook(conn_id)
+    try:
+        return ServerSandboxes(conn_id, hook.server_url, hook.list_sandboxes(**filters))
+    except (SandboxError, InvalidConnectionError) as error:
+        return ServerSandboxes(conn_id, None, [], error=str(error))
+    except Exception as error:
+        # One connection the hook fails on in a way nobody foresaw must not take the page, and
+        # every other connection's sandboxes with it, down to a 500.
+        log.exception("Listing the sandboxes of connection %s failed unexpectedly.", conn_id)
+        return ServerSandboxes(
+            conn_id,
+            None,
+            [],
+            error=f"An unexpected {type(error).__name__}: {error} (the api-server's log has "
+            "the traceback).",
+        )
 
 
 def _filters(
@@ -128,39 +167,42 @@ def build_app() -> FastAPI:
         servers = await _in_thread(_servers, user, _filters(dag_id, run_id, task_id, map_index))
         return [asdict(server) for server in servers]
 
-    @app.post("/api/connections/{conn_id}/sandboxes/{sandbox_id}/kill")
+    @app.post("/api/sandboxes/{sandbox_id}/kill")
     async def kill(
         request: Request,
-        conn_id: str,
         sandbox_id: str,
         action: str | None = Header(default=None, alias=ACTION_HEADER),
     ) -> dict[str, Any]:
         user = await _user(request)
         if action != "kill":
             raise HTTPException(400, f"Send the {ACTION_HEADER}: kill header to kill a sandbox.")
-        return await _in_thread(_kill, user, conn_id, sandbox_id)
+        return await _in_thread(_kill, user, sandbox_id)
 
     return app
 
 
-def _kill(user: Any, conn_id: str, sandbox_id: str) -> dict[str, Any]:
-    if conn_id not in opensandbox_connection_ids():
-        raise HTTPException(404, f"There is no opensandbox connection {conn_id!r}.")
-    hook = OpenSandboxHook(conn_id)
-    try:
-        # Only a sandbox this provider made, looked up rather than trusted from the request:
-        # its owner decides who may kill it.
-        summary = next((s for s in hook.list_sandboxes() if s.id == sandbox_id), None)
+def _kill(user: Any, sandbox_id: str) -> dict[str, Any]:
+    # Found by its id on every connection's server rather than on one the request names: a
+    # user who may kill a task's sandbox need not be one who may read the connection.
+    for conn_id in opensandbox_connection_ids():
+        listed = _listing(conn_id, {})
+        # Only a sandbox this deployment's tasks made, looked up rather than trusted from the
+        # request: its owner decides who may kill it.
+        summary = next((s for s in listed.sandboxes if s.id == sandbox_id), None)
         if summary is None:
-            raise HTTPException(
-                404, f"The server of {conn_id!r} has no sandbox {sandbox_id} made by Airflow."
-            )
+            continue
         if not _allowed(user, conn_id, summary.identity, "PUT"):
             raise HTTPException(403, f"You may not change the task that owns {sandbox_id}.")
-        killed = hook.kill_sandbox(sandbox_id)
-    except (SandboxError, InvalidConnectionError) as error:
-        raise HTTPException(502, f"Could not kill sandbox {sandbox_id}: {error}") from None
-    return {"sandbox": sandbox_id, "killed": killed}
+        try:
+            killed = OpenSandboxHook(conn_id).kill_sandbox(sandbox_id)
+        except (SandboxError, InvalidConnectionError) as error:
+            raise HTTPException(502, f"Could not kill sandbox {sandbox_id}: {error}") from None
+        return {"sandbox": sandbox_id, "killed": killed}
+    raise HTTPException(
+        404,
+        f"No opensandbox connection's server has a sandbox {sandbox_id} made by this Airflow "
+        "deployment's tasks; it may have ended already.",
+    )
 
 
 async def _in_thread(function: Any, *arguments: Any) -> Any:

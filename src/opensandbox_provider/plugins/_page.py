@@ -83,7 +83,11 @@ def render_page(
 
 def _server_section(server: ServerSandboxes, now: datetime, airflow_root: str) -> str:
     where = f" ({escape(server.server)})" if server.server else ""
-    heading = f"<h2>Connection <code>{escape(server.conn_id)}</code>{where}</h2>"
+    heading = (
+        "<h2>A connection you may not read</h2>"
+        if server.conn_id is None
+        else f"<h2>Connection <code>{escape(server.conn_id)}</code>{where}</h2>"
+    )
     if server.error is not None:
         return f"{heading}<p class='error'>Could not list its sandboxes: {escape(server.error)}</p>"
     if not server.sandboxes:
@@ -92,13 +96,13 @@ def _server_section(server: ServerSandboxes, now: datetime, airflow_root: str) -
         f"<th>{name}</th>"
         for name in ("Sandbox", "State", "Image", "Task instance", "Try", "Age", "Lease ends", "")
     )
-    rows = "".join(_row(server.conn_id, s, now, airflow_root) for s in server.sandboxes)
+    rows = "".join(_row(s, now, airflow_root) for s in server.sandboxes)
     return f"{heading}<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>"
 
 
-def _row(conn_id: str, sandbox: SandboxSummary, now: datetime, airflow_root: str) -> str:
+def _row(sandbox: SandboxSummary, now: datetime, airflow_root: str) -> str:
     identity = sandbox.identity
-    kill = f"api/connections/{quote(conn_id, safe='')}/sandboxes/{quote(sandbox.id, safe='')}/kill"
+    kill = f"api/sandboxes/{quote(sandbox.id, safe='')}/kill"
     cells = [
         f"<code>{escape(sandbox.id)}</code>",
         escape(sandbox.state),

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
 from opensandbox_provider import _tags
+from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
+from opensandbox_provider._deployment import deployment_id
 from opensandbox_provider.egress import _policy
 from opensandbox_provider.sandbox import _arguments, _volumes
 
@@ -28,6 +30,9 @@ FINGERPRINT_KEY = "airflow-pool-fingerprint"
 # A pool's name is a metadata value and a part of its Redis keys: a label value, with room
 # left for the suffix of a sandbox's name.
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
+# The random part of an idle sandbox's name, in hex digits.
+_IDLE_SUFFIX = 12
+_IDLE_NAME_SUFFIX = re.compile(f"[0-9a-f]{{{_IDLE_SUFFIX}}}")
 # The server's own refusal of shorter lifetimes, which an idle sandbox's lease is.
 _MIN_IDLE_LEASE = _arguments.MIN_SANDBOX_TIMEOUT
 
@@ -248,16 +253,30 @@ class WarmPool:
             ),
         )
 
+    @property
+    def idle_name_prefix(self) -> str:
+        """What the name of each of its idle sandboxes starts with, before a draw renames it."""
+        return f"airflow-pool-{self.name}-"
+
+    def is_idle_name(self, name: str | None) -> bool:
+        """Whether ``name`` is one this pool warms a sandbox with."""
+        suffix = (name or "").removeprefix(self.idle_name_prefix)
+        return suffix != name and _IDLE_NAME_SUFFIX.fullmatch(suffix) is not None
+
     def __deepcopy__(self, memo: dict[int, Any]) -> WarmPool:
         # Airflow deep-copies a task and the backend it holds; a pool is a frozen value, and
         # a store object given for it (a lock inside) is shared, never copied.
         return self
 
     def idle_metadata(self) -> dict[str, str]:
-        """The metadata a sandbox is warmed with: whose it is, and what it was made with."""
+        """
+        The metadata a sandbox is warmed with: whose it is (the keeper's deployment, which only
+        a draw of the same deployment takes), and what it was made with.
+        """
         return {
             **_tags.CREATED_BY,
-            "name": f"airflow-pool-{self.name}-{uuid.uuid4().hex[:12]}",
+            DEPLOYMENT_KEY: deployment_id(),
+            "name": f"{self.idle_name_prefix}{uuid.uuid4().hex[:_IDLE_SUFFIX]}",
             POOL_KEY: self.name,
             FINGERPRINT_KEY: self.creation.fingerprint(),
         }

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
+from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._errors import (
     api_exceptions,
     as_sandbox_errors,
@@ -23,6 +24,7 @@ from opensandbox_provider._errors import (
     status_of,
     transport_errors,
 )
+from opensandbox_provider._identity import KEYS
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES
 
 if TYPE_CHECKING:
@@ -130,14 +132,16 @@ def _fall_back(pool: WarmPool, choice: str, argument: str, why: str) -> SandboxS
 
 def _claim(pool: WarmPool, sandbox: str, handover: Handover) -> SandboxSync | None:
     """
-    The idle ``sandbox``, now this task's; ``None`` if it had ended or is of another make.
+    The idle ``sandbox``, now this task's; ``None`` if it had ended, is of another make, or is
+    not idle.
 
-    The store handed it to this draw alone, so nothing else claims it meanwhile; from here
-    on it is destroyed on any failure, for no other worker will ever take it.
+    The store is meant to hand each idle sandbox to one draw, but a Redis failover that
+    replays a pop hands it to a second: so the sandbox is proven idle (this deployment's, no
+    task identity stamped on it, its name still the pool's) before it is stamped, and one
+    that is not is left alone, neither used nor destroyed, for it may be another task's.
+    From the stamp on it is destroyed on any failure, for no other worker will ever take it.
     """
     from opensandbox import SandboxSync
-
-    from opensandbox_provider.pool._definition import FINGERPRINT_KEY
 
     doing = f"take sandbox {sandbox} from warm pool {pool.name}"
 
@@ -169,16 +173,30 @@ def _claim(pool: WarmPool, sandbox: str, handover: Handover) -> SandboxSync | No
                 skip_health_check=True,
             )
 
-    # Independent requests, so a draw waits for the slowest rather than for the sum: this is
-    # most of what a warm start costs.
+    # Independent requests run together, so a draw waits for the slowest of each round
+    # rather than for the sum: this is most of what a warm start costs. Nothing is written
+    # before the sandbox is proven idle.
     requests = _requests()
-    found = requests.submit(info)
-    connected = requests.submit(connect)
-    stamped = requests.submit(stamp)
-    renewed = requests.submit(renew)
-    calls: list[Future[Any]] = [found, connected, stamped, renewed]
-    wait(calls)
-    unusable = _unusable(found, pool, FINGERPRINT_KEY)
+    found, connected = requests.submit(info), requests.submit(connect)
+    first: list[Future[Any]] = [found, connected]
+    wait(first)
+    taken = _taken(found, pool, handover)
+    if taken is not None:
+        if connected.exception() is None:
+            connected.result().close()
+        log.warning(
+            "Idle sandbox %s of warm pool %s is not idle: %s. Leaving it alone and taking the "
+            "next; a store that hands one sandbox out twice (a Redis failover) does this.",
+            sandbox,
+            pool.name,
+            taken,
+        )
+        return None
+    calls: list[Future[Any]] = [found, connected]
+    if found.exception() is None and connected.exception() is None:
+        calls += [requests.submit(stamp), requests.submit(renew)]
+        wait(calls)
+    unusable = _unusable(found, pool)
     failure = next((call.exception() for call in calls if call.exception() is not None), None)
     if unusable is None and failure is None:
         return connected.result()
@@ -194,14 +212,38 @@ def _claim(pool: WarmPool, sandbox: str, handover: Handover) -> SandboxSync | No
     raise failure
 
 
-def _unusable(found: Future[SandboxInfo | None], pool: WarmPool, key: str) -> str | None:
+def _taken(found: Future[SandboxInfo | None], pool: WarmPool, handover: Handover) -> str | None:
+    """Why the sandbox the server described may be someone else's, or ``None`` if it is idle."""
+    if found.exception() is not None or found.result() is None:
+        return None
+    info = found.result()
+    assert info is not None
+    metadata = info.metadata or {}
+    ours = handover.metadata[DEPLOYMENT_KEY]
+    if metadata.get(DEPLOYMENT_KEY) != ours:
+        return (
+            f"it was warmed by Airflow deployment {metadata.get(DEPLOYMENT_KEY)!r}, not by "
+            f"this one ({ours!r}); give each deployment's pools their own names or Redis"
+        )
+    stamped = sorted(key for key in KEYS.values() if key in metadata)
+    if stamped:
+        return f"a task instance is stamped on it ({', '.join(stamped)})"
+    if not pool.is_idle_name(metadata.get("name")):
+        return f"its name is {metadata.get('name')!r}, not an idle sandbox's of this pool"
+    return None
+
+
+def _unusable(found: Future[SandboxInfo | None], pool: WarmPool) -> str | None:
     """Why the sandbox the server described is not one to hand a task, or ``None``."""
+    # Here, not at the top: the pool's definition imports the sandbox package.
+    from opensandbox_provider.pool._definition import FINGERPRINT_KEY
+
     if found.exception() is not None:
         return None
     info = found.result()
     if info is None or info.status.state in ENDED_STATES:
         return "it had ended"
-    stamped = (info.metadata or {}).get(key)
+    stamped = (info.metadata or {}).get(FINGERPRINT_KEY)
     if stamped != pool.creation.fingerprint():
         # A keeper running another definition of the pool under the same name made it.
         return (

@@ -22,6 +22,7 @@ from airflow.providers.common.ai.sandbox.base import (
 )
 
 from opensandbox_provider import _tags
+from opensandbox_provider._deployment import DeploymentUnknownError, deployment_id
 from opensandbox_provider._errors import as_sandbox_errors, sdk_exceptions, status_of
 from opensandbox_provider._identity import current_identity
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
@@ -220,9 +221,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         env = _arguments.environment(spec)
         try:
             metadata = _tags.creation_metadata(
-                spec, workdir=self.workdir, lease=self.sandbox_timeout, identity=current_identity()
+                spec,
+                workdir=self.workdir,
+                lease=self.sandbox_timeout,
+                identity=current_identity(),
+                deployment=deployment_id(),
             )
-        except ValueError as e:
+        except (ValueError, DeploymentUnknownError) as e:
             raise SandboxTerminalError(f"Could not create a sandbox: {e}") from e
         config = self._connection_config()
         started = time.monotonic()

@@ -1,0 +1,132 @@
+"""
+The Airflow deployment a sandbox belongs to, stamped on it beside the task instance.
+
+Staging and production Airflow on one OpenSandbox server run the same Dags with the same run
+ids, so a task instance's ids alone do not say whose a sandbox is: every filter that acts on
+sandboxes by task identity (a retry's kill, the hook's listing, the Sandboxes view, the
+maintenance cleanup, a warm pool's draw) filters on this id too.
+
+The id is ``[opensandbox] deployment_id`` when that is set. Otherwise it is made once per
+metadata database and kept there, as the Airflow Variable ``opensandbox_deployment_id``: the
+metadata database is what makes a deployment one, every process of a deployment reads its
+Variables (a Task SDK worker or triggerer through the API server, the api-server and a pool's
+keeper directly), and two deployments left at their defaults get two ids even when one
+connection names the server for both. Neither a hash of the connection (shared by both) nor
+one of a deployment's secrets (which would put a digest of the secret on every sandbox) would
+do that.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import uuid
+from typing import Any
+
+KEY = "airflow-deployment"
+"""The metadata key holding the deployment id."""
+SECTION, OPTION = "opensandbox", "deployment_id"
+VARIABLE = "opensandbox_deployment_id"
+"""The Airflow Variable a deployment's id is kept in when the option is not set."""
+
+# A metadata value, under OpenSandbox's label rule.
+_VALID = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_DESCRIPTION = (
+    "Made once by airflow-provider-opensandbox: the id stamped on this deployment's sandboxes, "
+    "so that another Airflow deployment on the same server never lists or kills them. Do not "
+    "change it while sandboxes run."
+)
+
+
+class DeploymentUnknownError(RuntimeError):
+    """This process can neither read nor make the deployment's id."""
+
+
+def deployment_id() -> str:
+    """This deployment's id: the option when set, else the one its metadata database keeps."""
+    from airflow.configuration import conf
+
+    configured = (conf.get(SECTION, OPTION, fallback="") or "").strip()
+    if configured:
+        return checked(configured, source=f"[{SECTION}] {OPTION}")
+    return _stored()
+
+
+def checked(value: str, *, source: str) -> str:
+    """``value`` if it can be stamped as metadata; otherwise a message saying how to fix it."""
+    if not _VALID.fullmatch(value):
+        raise DeploymentUnknownError(
+            f"{source} is {value[:100]!r}, which cannot be stamped on a sandbox: use 1 to 63 "
+            "letters, digits, '-', '_' and '.', starting and ending with a letter or digit."
+        )
+    return value
+
+
+@functools.cache
+def _stored() -> str:
+    # Cached for the process: the id of a metadata database never changes once made.
+    try:
+        value = _read() or _create(uuid.uuid4().hex)
+    except DeploymentUnknownError:
+        raise
+    except Exception as e:
+        raise DeploymentUnknownError(
+            f"Could not read or make this Airflow deployment's id, the Variable {VARIABLE} "
+            f"({type(e).__name__}: {e}). Set [{SECTION}] {OPTION} "
+            f"(AIRFLOW__{SECTION.upper()}__{OPTION.upper()}) to a name for this deployment, "
+            "the same in every process of it and different from every other deployment's."
+        ) from e
+    return checked(value, source=f"The Variable {VARIABLE}")
+
+
+def _read() -> str | None:
+    if _under_task_sdk():
+        from airflow.sdk import Variable
+
+        value = Variable.get(VARIABLE, default=None)
+    else:
+        from airflow.models.variable import Variable as VariableRow
+
+        value = VariableRow.get(VARIABLE, default_var=None)
+    return None if value is None else str(value).strip() or None
+
+
+def _create(candidate: str) -> str:
+    """Store ``candidate`` unless another process stored an id first; the id stored."""
+    if not _under_task_sdk():
+        return _insert(candidate)
+    # The Execution API can only overwrite a Variable, not create one if absent: read back
+    # what was written last. Two first tasks of a new deployment in the same instant could
+    # still each keep their own; the option, or an api-server that made it first, avoids that.
+    from airflow.sdk import Variable
+
+    Variable.set(VARIABLE, candidate, description=_DESCRIPTION)
+    return _read() or candidate
+
+
+def _insert(candidate: str) -> str:
+    # An insert, not Variable.set (which replaces): the key is unique in the table, so of
+    # processes racing to make the id exactly one insert lands and the others read it.
+    from airflow.models.variable import Variable as VariableRow
+    from airflow.utils.session import create_session
+    from sqlalchemy.exc import IntegrityError
+
+    try:
+        with create_session() as session:
+            session.add(VariableRow(key=VARIABLE, val=candidate, description=_DESCRIPTION))
+    except IntegrityError:
+        pass
+    value = _read()
+    if value is None:
+        raise DeploymentUnknownError(f"The Variable {VARIABLE} was made but cannot be read back.")
+    return value
+
+
+def _under_task_sdk() -> bool:
+    """Whether this is a task or trigger of Airflow 3, which reaches Variables only by its API."""
+    try:
+        from airflow.sdk.execution_time import task_runner
+    except ImportError:  # Airflow 2: every process reaches the database.
+        return False
+    comms: Any = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    return comms is not None
