@@ -13,6 +13,7 @@ import asyncio
 import ssl
 import textwrap
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -68,20 +69,21 @@ PING_CHILD = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def bomb() -> str:
-    server = serve("bomb")
+def hostile(mode: str) -> Iterator[str]:
+    server = serve(mode)
     yield f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
 
 
 @pytest.fixture
-def drip() -> str:
-    server = serve("drip")
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+def bomb() -> Iterator[str]:
+    yield from hostile("bomb")
+
+
+@pytest.fixture
+def drip() -> Iterator[str]:
+    yield from hostile("drip")
 
 
 def test_a_status_answered_with_a_compression_bomb_is_refused_without_inflating_it(bomb) -> None:
