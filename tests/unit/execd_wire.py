@@ -24,3 +24,7 @@ def complete() -> bytes:
 def failed(value: str, *traceback: str) -> bytes:
     error = {"ename": "CommandExecError", "evalue": value, "traceback": list(traceback)}
     return frame("error", error=error)
+
+
+# An id of the form execd gives a command (docs/execd-wire.rst, wire-command-id).
+COMMAND_ID = "0f3c9a2e5b7d41c8a6e2f0b9d3c7a514"

@@ -14,6 +14,7 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxError
 
 from opensandbox_provider.execd._background import BackgroundCommand, output_paths, separated
+from tests.unit.as_sent import as_sent
 
 OUTPUT = b"line 1\nline 2\nline 3\n"
 
@@ -70,8 +71,8 @@ def ranged(request: httpx.Request) -> httpx.Response:
 
 def call(command_id: str, method: str, *args, **kwargs):
     async def go():
-        async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
-            command = BackgroundCommand(client, "http://execd/", command_id)
+        async with httpx.AsyncClient(transport=as_sent(answer)) as client:
+            command = BackgroundCommand(client, "http://execd/", command_id, 5.0)
             return await getattr(command, method)(*args, **kwargs)
 
     return asyncio.run(go())

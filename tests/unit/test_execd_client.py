@@ -19,7 +19,8 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox_provider.execd._deadline import Deadline
 from opensandbox_provider.execd._execd import Entry, Execd, FileInfo, NoSuchPath
 from opensandbox_provider.execd._http import SandboxHttp
-from tests.unit.execd_wire import failed, frame
+from tests.unit.as_sent import as_sent
+from tests.unit.execd_wire import COMMAND_ID, failed, frame
 
 Answer = Callable[[httpx.Request], httpx.Response]
 
@@ -57,7 +58,7 @@ def execd_answering() -> Iterator[Callable[[Answer], Execd]]:
 
         config = ConnectionConfigSync(
             domain="server.test",
-            transport=httpx.MockTransport(route),
+            transport=as_sent(route),
             request_timeout=timedelta(seconds=5),
         )
         sandbox = SandboxSync.connect("sbx", connection_config=config, skip_health_check=True)
@@ -104,7 +105,7 @@ def test_a_command_is_sent_with_its_deadline_and_read_to_its_ending(execd_answer
 
     def answer(request: httpx.Request) -> httpx.Response:
         sent.append(json.loads(request.content))
-        events = frame("init", "id") + frame("stdout", "hi") + failed("3", "exit status 3")
+        events = frame("init", COMMAND_ID) + frame("stdout", "hi") + failed("3", "exit status 3")
         return answer_with(200, events, "text/event-stream")
 
     streamed = execd_answering(answer).run(
@@ -314,7 +315,7 @@ def test_a_listing_that_is_not_a_directory_is_a_sandbox_error(execd_answering) -
 def test_a_command_that_ends_the_stream_without_an_ending_has_none(execd_answering) -> None:
     execd = execd_answering(
         lambda request: answer_with(
-            200, frame("init", "id") + frame("stdout", "last words"), "text/event-stream"
+            200, frame("init", COMMAND_ID) + frame("stdout", "last words"), "text/event-stream"
         )
     )
     streamed = execd.run("x", timeout_ms=1000, max_output_bytes=100, cwd=None)

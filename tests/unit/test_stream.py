@@ -19,7 +19,7 @@ from opensandbox.models.sandboxes import SandboxEndpoint
 from opensandbox_provider.execd import _deadline, _execd, _http, _recovery
 from opensandbox_provider.execd._execd import Execd, StreamWindows
 from opensandbox_provider.execd._http import SandboxHttp
-from tests.unit.execd_wire import complete, frame
+from tests.unit.execd_wire import COMMAND_ID, complete, frame
 
 # How long a scripted execd holds a connection open that the reader should have left.
 HOLD = 60.0
@@ -220,7 +220,7 @@ def test_the_result_comes_back_at_the_terminal_event_while_execd_holds_the_strea
 ) -> None:
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
-        send(handler, frame("init", "id") + frame("stdout", "hi") + complete())
+        send(handler, frame("init", COMMAND_ID) + frame("stdout", "hi") + complete())
         hold_with_heartbeats(handler)  # execd's grace period, stretched to a minute
 
     execd = execd_with(script)
@@ -247,7 +247,7 @@ def test_the_command_and_its_deadline_are_sent_to_execd(execd_with) -> None:
 def test_a_silent_stream_is_abandoned_as_stalled(execd_with) -> None:
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
-        send(handler, frame("init", "id") + frame("stdout", "before the stall"))
+        send(handler, frame("init", COMMAND_ID) + frame("stdout", "before the stall"))
         time.sleep(HOLD)
 
     execd = execd_with(script)
@@ -265,7 +265,7 @@ def test_a_silence_is_waited_out_while_execd_answers_its_ping(execd_with) -> Non
 
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
-        send(handler, frame("init", "id"))
+        send(handler, frame("init", COMMAND_ID))
         # Three windows without a byte, each ended by an answered ping.
         execd.wait_for_pings(3)
         send(handler, frame("stdout", "the huge line") + complete())
@@ -286,7 +286,7 @@ def test_a_silence_with_execd_not_answering_its_ping_is_abandoned_and_says_so(
 ) -> None:
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
-        send(handler, frame("init", "id"))
+        send(handler, frame("init", COMMAND_ID))
         time.sleep(HOLD)
 
     execd = execd_with(script)
@@ -303,7 +303,7 @@ def test_a_slow_start_is_waited_for_for_the_request_timeout_not_the_stall_window
     def script(handler: BaseHTTPRequestHandler) -> None:
         time.sleep(1.5)  # three stall windows
         event_stream(handler)
-        send(handler, frame("init", "id") + complete())
+        send(handler, frame("init", COMMAND_ID) + complete())
 
     execd = execd_with(script)
     streamed = run(execd, windows=StreamWindows(stall=0.5), request_timeout=5.0)
@@ -348,7 +348,7 @@ def test_a_command_never_answered_by_an_execd_that_answers_its_ping_keeps_the_sa
 def test_heartbeats_without_an_end_are_abandoned_past_the_budget(execd_with) -> None:
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
-        send(handler, frame("init", "id"))
+        send(handler, frame("init", COMMAND_ID))
         hold_with_heartbeats(handler, interval=0.1)
 
     execd = execd_with(script)
@@ -365,7 +365,7 @@ def test_heartbeats_without_an_end_are_abandoned_past_the_budget(execd_with) -> 
 def test_a_stream_silent_past_its_deadline_is_dead_whatever_execds_ping_says(execd_with) -> None:
     # The stream dies after its first frame while execd answers every ping. Past the deadline
     # execd has killed the command, so no ping is sent: the command's status says how it ended.
-    execd = execd_with(silent_after(frame("init", "id")))
+    execd = execd_with(silent_after(frame("init", COMMAND_ID)))
     execd.answers_ping = True
     execd.statuses = [ended(-1, "signal: killed")]
     started = time.monotonic()
@@ -377,7 +377,7 @@ def test_a_stream_silent_past_its_deadline_is_dead_whatever_execds_ping_says(exe
     assert (streamed.abandoned, streamed.ending.exit_code) == (None, -1)
     assert "the command's 0.2s deadline had passed" in streamed.broke
     assert execd.pings == 0
-    assert execd.status_requests == ["id"]
+    assert execd.status_requests == [COMMAND_ID]
     # The first silent window ends past the deadline, and the status answers at once.
     assert elapsed < loaded(0.2 + 0.5), f"took {elapsed:.2f}s"
 
@@ -385,7 +385,7 @@ def test_a_stream_silent_past_its_deadline_is_dead_whatever_execds_ping_says(exe
 def test_a_stream_silent_before_its_deadline_is_pinged_until_the_deadline_then_recovered(
     execd_with,
 ) -> None:
-    execd = execd_with(silent_after(frame("init", "id")))
+    execd = execd_with(silent_after(frame("init", COMMAND_ID)))
     execd.answers_ping = True
     execd.statuses = [ended(-1, "signal: killed")]
     started = time.monotonic()
@@ -409,7 +409,7 @@ def test_a_stream_silent_before_its_deadline_is_pinged_until_the_deadline_then_r
 def test_a_silent_stream_whose_status_never_comes_is_given_up_by_the_deadline_plus_grace(
     execd_with,
 ) -> None:
-    execd = execd_with(silent_after(frame("init", "id")))
+    execd = execd_with(silent_after(frame("init", COMMAND_ID)))
     execd.answers_ping = True
     execd.statuses = [None]  # every status request held unanswered
     started = time.monotonic()
@@ -459,7 +459,7 @@ def test_an_answer_that_is_not_an_event_stream_is_terminal(execd_with) -> None:
 def test_a_stream_that_ends_without_a_terminal_event_is_not_abandoned(execd_with) -> None:
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
-        send(handler, frame("init", "id") + frame("stdout", "last words"))
+        send(handler, frame("init", COMMAND_ID) + frame("stdout", "last words"))
         handler.wfile.write(b"0\r\n\r\n")
 
     execd = execd_with(script)
@@ -487,7 +487,7 @@ def test_a_chunked_stream_is_read_from_the_socket_with_the_pinned_httpx(execd_wi
 def test_bytes_read_along_with_the_headers_are_not_lost(execd_with) -> None:
     # execd commits its headers with the first event, so the read that brings the headers
     # usually brings events too; those are already inside httpcore, not on the socket.
-    body = frame("init", "id") + frame("stdout", "first") + complete()
+    body = frame("init", COMMAND_ID) + frame("stdout", "first") + complete()
 
     def script(handler: BaseHTTPRequestHandler) -> None:
         head = (
@@ -577,7 +577,9 @@ def test_a_stalled_stream_whose_command_execd_still_knows_returns_its_real_end(
     # The stream goes silent and the ping unanswered, as through a network blip; execd's
     # status answers, first that the command runs, then how it ended.
 
-    execd = execd_with(silent_after(frame("init", "id") + frame("stdout", "before the break")))
+    execd = execd_with(
+        silent_after(frame("init", COMMAND_ID) + frame("stdout", "before the break"))
+    )
     execd.statuses = [RUNNING, RUNNING, ended(7, "exit status 7")]
     outcome = run_in_thread(lambda: run(execd, windows=QUICK))
     assert outcome["returned"]
@@ -586,11 +588,11 @@ def test_a_stalled_stream_whose_command_execd_still_knows_returns_its_real_end(
     assert streamed.ending.exit_code == 7
     assert "sent nothing for 0.5s" in streamed.broke
     assert streamed.parser.stdout.text() == "before the break\n"
-    assert execd.status_requests == ["id", "id", "id"]
+    assert execd.status_requests == [COMMAND_ID] * 3
 
 
 def test_a_dropped_connection_is_recovered_from_execds_status(execd_with) -> None:
-    execd = execd_with(dropped_after(frame("init", "id") + frame("stdout", "partial")))
+    execd = execd_with(dropped_after(frame("init", COMMAND_ID) + frame("stdout", "partial")))
     execd.statuses = [ended(3, "exit status 3")]
     outcome = run_in_thread(lambda: run(execd))
     assert outcome["returned"]
@@ -603,27 +605,27 @@ def test_a_dropped_connection_is_recovered_from_execds_status(execd_with) -> Non
 def test_a_command_execd_no_longer_knows_ends_without_an_ending(execd_with) -> None:
     # A 404 is execd's "command not found", or the server's for a sandbox that is gone: the
     # caller asks the server which.
-    execd = execd_with(dropped_after(frame("init", "id")))
+    execd = execd_with(dropped_after(frame("init", COMMAND_ID)))
     execd.statuses = [(404, {"code": "INVALID_REQUEST_BODY", "message": "command not found: id"})]
     streamed = run(execd)
     assert (streamed.abandoned, streamed.ending) == (None, None)
-    assert execd.status_requests == ["id"]
+    assert execd.status_requests == [COMMAND_ID]
 
 
 def test_a_refused_status_of_a_sandbox_the_server_calls_gone_stops_at_once(execd_with) -> None:
-    execd = execd_with(dropped_after(frame("init", "id")))
+    execd = execd_with(dropped_after(frame("init", COMMAND_ID)))
     execd.statuses = [(502, {})]
     started = time.monotonic()
     streamed = run(execd, gone=lambda: True)
     assert (streamed.abandoned, streamed.ending) == (None, None)
     assert time.monotonic() - started < 1.0  # before the unreachable bound
-    assert execd.status_requests == ["id"]
+    assert execd.status_requests == [COMMAND_ID]
 
 
 def test_a_stream_whose_execd_stays_silent_is_given_up_past_the_bound(
     execd_with,
 ) -> None:
-    execd = execd_with(silent_after(frame("init", "id")))
+    execd = execd_with(silent_after(frame("init", COMMAND_ID)))
     execd.statuses = [None]  # held: no answer at all
     outcome = run_in_thread(lambda: run(execd, windows=QUICK))
     assert outcome["returned"]
@@ -635,7 +637,7 @@ def test_a_stream_whose_execd_stays_silent_is_given_up_past_the_bound(
 def test_a_stream_that_ended_early_takes_its_end_from_the_status(execd_with) -> None:
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
-        send(handler, frame("init", "id") + frame("stdout", "all of it"))
+        send(handler, frame("init", COMMAND_ID) + frame("stdout", "all of it"))
         handler.wfile.write(b"0\r\n\r\n")
 
     execd = execd_with(script)
@@ -652,7 +654,7 @@ def test_a_dropped_connection_no_later_request_gets_past_raises_as_before(execd_
     def server_down() -> bool:
         raise ConnectionRefusedError("the server is down")
 
-    execd = execd_with(dropped_after(frame("init", "id")))
+    execd = execd_with(dropped_after(frame("init", COMMAND_ID)))
     execd.statuses = [(502, {})]
     started = time.monotonic()
     with pytest.raises(httpx.RemoteProtocolError):
@@ -676,7 +678,7 @@ def test_a_server_slow_to_say_whether_the_sandbox_is_gone_does_not_stretch_the_b
         time.sleep(held)
         raise httpx.ReadTimeout("the server did not answer")
 
-    execd = execd_with(dropped_after(frame("init", "id")))
+    execd = execd_with(dropped_after(frame("init", COMMAND_ID)))
     execd.statuses = [(502, {})]
     outcome = run_in_thread(lambda: run(execd, gone=hung_server))
     assert outcome["returned"], "the recovery waited on the server past its bound"
@@ -692,13 +694,13 @@ PAST_THE_BOUND = StreamWindows(stall=1.2)
 def test_a_break_past_the_bound_still_asks_execd_once_and_recovers(execd_with) -> None:
     # A blip that ended with the ping: the status answers, so the command's real end returns
     # and the sandbox is kept.
-    execd = execd_with(silent_after(frame("init", "id")))
+    execd = execd_with(silent_after(frame("init", COMMAND_ID)))
     execd.statuses = [ended(5, "exit status 5")]
     outcome = run_in_thread(lambda: run(execd, windows=PAST_THE_BOUND))
     assert outcome["returned"]
     streamed = outcome["result"]
     assert (streamed.abandoned, streamed.ending.exit_code) == (None, 5)
-    assert execd.status_requests == ["id"]
+    assert execd.status_requests == [COMMAND_ID]
 
 
 def test_a_break_past_the_bound_whose_last_status_goes_unanswered_is_given_up(
@@ -708,11 +710,11 @@ def test_a_break_past_the_bound_whose_last_status_goes_unanswered_is_given_up(
     # short time, not the status request's full timeout.
     monkeypatch.setattr(_recovery, "LAST_STATUS_TIMEOUT", 0.3)
     monkeypatch.setattr(_recovery, "STATUS_REQUEST_TIMEOUT", 5.0)
-    execd = execd_with(silent_after(frame("init", "id")))
+    execd = execd_with(silent_after(frame("init", COMMAND_ID)))
     execd.statuses = [None]
     started = time.monotonic()
     streamed = run(execd, windows=PAST_THE_BOUND)
     elapsed = time.monotonic() - started
     assert "answered nothing for 1s" in streamed.abandoned
-    assert execd.status_requests == ["id"]
+    assert execd.status_requests == [COMMAND_ID]
     assert 1.2 + 0.3 <= elapsed < loaded(1.2 + 0.3)

@@ -17,6 +17,7 @@ from airflow.providers.common.compat.sdk import redact
 
 from opensandbox_provider.execd._background import BackgroundCommand
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
+from tests.unit.as_sent import as_sent
 from tests.unit.loopback_http import answering_every_get
 from tests.unit.tls import make_authority
 
@@ -171,8 +172,8 @@ def connector(
         server.calls.append("connect")
         if left:
             raise left.pop(0)
-        client = httpx.AsyncClient(transport=httpx.MockTransport(execd))
-        return BackgroundCommand(client, "http://execd", "c")
+        client = httpx.AsyncClient(transport=as_sent(execd))
+        return BackgroundCommand(client, "http://execd", "c", 5.0)
 
     return connect
 

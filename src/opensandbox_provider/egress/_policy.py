@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
+from opensandbox_provider._clients import read_at_most
 from opensandbox_provider._errors import (
     api_exceptions,
     quoted,
@@ -41,7 +42,7 @@ from opensandbox_provider._errors import (
     transport_errors,
 )
 from opensandbox_provider.execd._deadline import bounded_by
-from opensandbox_provider.execd._http import SandboxHttp, read_at_most
+from opensandbox_provider.execd._http import SandboxHttp
 
 if TYPE_CHECKING:
     from airflow.providers.common.ai.sandbox.base import SandboxSpec

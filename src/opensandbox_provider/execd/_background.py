@@ -15,6 +15,7 @@ a file's size is known before any of it is read.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import uuid
@@ -23,6 +24,9 @@ from dataclasses import dataclass
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError
 
+from opensandbox_provider._clients import afirst_bytes, aread_at_most, within
+from opensandbox_provider._errors import quoted
+from opensandbox_provider.execd._command_id import in_path
 from opensandbox_provider.execd._command_status import (
     MAX_STATUS_BODY,
     CommandStatus,
@@ -36,6 +40,8 @@ TAIL_CURSOR_HEADER = "EXECD-COMMANDS-TAIL-CURSOR"
 OUTPUT_DIRECTORY = "/tmp"
 # ``bytes <first>-<last>/<size>`` or ``bytes */<size>`` (docs/execd-wire.rst, wire-range).
 _CONTENT_RANGE = re.compile(r"bytes (?:\d+-\d+|\*)/(\d+)")
+# Of a refusal, this much is quoted in the error; the rest is not read.
+_QUOTED_REFUSAL = 500
 
 
 def output_paths() -> dict[str, str]:
@@ -65,44 +71,60 @@ class OutputPiece:
 
 
 class BackgroundCommand:
-    """One background command of one sandbox's execd, over an async client."""
+    """
+    One background command of one sandbox's execd, over an async client.
 
-    def __init__(self, client: httpx.AsyncClient, base_url: str, command_id: str) -> None:
+    Every call ends, connect, headers and body alike, ``call_timeout`` seconds after it starts,
+    and reads no more of an answer than it can use (see :mod:`.._clients`): the triggerer
+    shares one event loop among every deferred task, and a guest answering slowly, or with
+    more than was asked for, must cost no more than one call's wait.
+    """
+
+    def __init__(
+        self, client: httpx.AsyncClient, base_url: str, command_id: str, call_timeout: float
+    ) -> None:
         self._client = client
-        self._base_url = base_url.rstrip("/")
+        self._command = f"{base_url.rstrip('/')}/command"
+        self._files = f"{base_url.rstrip('/')}/files"
         self.command_id = command_id
+        self._call_timeout = call_timeout
 
     async def status(self) -> CommandStatus | None:
         """The command's status, or ``None`` while execd has no record of it (a 404)."""
-        response = await self._client.get(f"{self._base_url}/command/status/{self.command_id}")
-        if response.status_code == 404:
-            # For an instant after the start the record may not exist yet; through the
-            # server, a sandbox that is gone answers the same. The caller tells which.
-            return None
-        _require_ok(response, "read the status of")
-        body = response.json() if len(response.content) <= MAX_STATUS_BODY else None
-        return parse_status(body, self.command_id)
+        url = f"{self._command}/status/{in_path(self.command_id)}"
+        async with (
+            within(self._call_timeout, "the status request"),
+            self._client.stream("GET", url) as response,
+        ):
+            if response.status_code == 404:
+                # For an instant after the start the record may not exist yet; through the
+                # server, a sandbox that is gone answers the same. The caller tells which.
+                return None
+            await _require_ok(response, "read the status of")
+            body = await aread_at_most(response, MAX_STATUS_BODY)
+        try:
+            parsed = json.loads(body) if body is not None else None
+        except (ValueError, RecursionError):
+            parsed = None
+        return parse_status(parsed, self.command_id)
 
     async def output(self, cursor: int, *, limit: int) -> OutputPiece:
         """Up to ``limit`` bytes of the combined output from byte ``cursor`` on."""
-        async with self._client.stream(
-            "GET",
-            f"{self._base_url}/command/{self.command_id}/logs",
-            params={"cursor": str(cursor)},
-        ) as response:
-            if response.status_code != 200:
-                await response.aread()
-                _require_ok(response, "read the output of")
+        async with (
+            within(self._call_timeout, "the request for the command's output"),
+            self._client.stream(
+                "GET",
+                f"{self._command}/{in_path(self.command_id)}/logs",
+                params={"cursor": str(cursor)},
+            ) as response,
+        ):
+            await _require_ok(response, "read the output of")
             try:
                 end = int(response.headers.get(TAIL_CURSOR_HEADER, ""))
             except ValueError:
                 end = cursor
-            data = bytearray()
-            async for chunk in response.aiter_raw():
-                data += chunk[: limit - len(data)]
-                if len(data) >= limit:
-                    break
-        return OutputPiece(bytes(data), cursor + len(data), max(end, cursor + len(data)))
+            data = (await afirst_bytes(response, limit))[:limit]
+        return OutputPiece(data, cursor + len(data), max(end, cursor + len(data)))
 
     async def output_file(self, path: str, cursor: int, *, limit: int) -> OutputPiece:
         """
@@ -111,32 +133,27 @@ class BackgroundCommand:
         A range read: execd streams it from the file, so neither side holds more than
         ``limit`` bytes however large the file has grown. A file not there yet has nothing.
         """
-        async with self._client.stream(
-            "GET",
-            f"{self._base_url}/files/download",
-            params={"path": path},
-            headers={"Range": f"bytes={cursor}-{cursor + limit - 1}"},
-        ) as response:
+        async with (
+            within(self._call_timeout, "the request for the command's output"),
+            self._client.stream(
+                "GET",
+                f"{self._files}/download",
+                params={"path": path},
+                headers={"Range": f"bytes={cursor}-{cursor + limit - 1}"},
+            ) as response,
+        ):
             if response.status_code == 404:
                 return OutputPiece(b"", cursor, cursor)
             if response.status_code == 416:
                 # Nothing from the cursor on; the header still says how large the file is.
                 return OutputPiece(b"", cursor, max(cursor, _size(response)))
-            if response.status_code not in (200, 206):
-                await response.aread()
-                _require_ok(response, "read the output of")
+            if response.status_code != 206:
+                await _require_ok(response, "read the output of")
             # An empty file is a 200 whatever the range; any other 200 is the whole file.
             skip = cursor if response.status_code == 200 else 0
-            data = bytearray()
-            async for chunk in response.aiter_raw():
-                if skip:
-                    cut = min(skip, len(chunk))
-                    chunk, skip = chunk[cut:], skip - cut
-                data += chunk[: limit - len(data)]
-                if len(data) >= limit:
-                    break
+            data = (await afirst_bytes(response, limit, skip=skip))[:limit]
             end = _size(response) if response.status_code == 206 else cursor + len(data)
-        return OutputPiece(bytes(data), cursor + len(data), max(end, cursor + len(data)))
+        return OutputPiece(data, cursor + len(data), max(end, cursor + len(data)))
 
 
 def _size(response: httpx.Response) -> int:
@@ -145,9 +162,12 @@ def _size(response: httpx.Response) -> int:
     return int(match.group(1)) if match else 0
 
 
-def _require_ok(response: httpx.Response, doing: str) -> None:
-    if response.status_code != 200:
-        raise SandboxError(
-            f"execd refused to {doing} a background command with HTTP {response.status_code}: "
-            f"{response.text[:500]}"
-        )
+async def _require_ok(response: httpx.Response, doing: str) -> None:
+    """A ``SandboxError`` quoting the start of execd's answer, unless it is a 200."""
+    if response.status_code == 200:
+        return
+    said = (await afirst_bytes(response, _QUOTED_REFUSAL)).decode("utf-8", "replace")
+    raise SandboxError(
+        f"execd refused to {doing} a background command with HTTP {response.status_code}: "
+        f"{quoted(said, _QUOTED_REFUSAL)}"
+    )

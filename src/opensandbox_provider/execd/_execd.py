@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
 
+from opensandbox_provider._clients import iter_raw, read_at_most
 from opensandbox_provider._errors import as_sandbox_errors, quoted, transport_errors
+from opensandbox_provider.execd import _command_id as command_ids
 from opensandbox_provider.execd._deadline import Deadline, bounded_by
 from opensandbox_provider.execd._events import Ending, EventParser, StreamedCommand
-from opensandbox_provider.execd._http import SandboxHttp, iter_body, iter_raw, read_at_most
+from opensandbox_provider.execd._http import SandboxHttp, iter_body
 from opensandbox_provider.execd._recovery import GaveUp, await_end
 
 if TYPE_CHECKING:
@@ -183,16 +185,16 @@ class Execd:
             # For the whole answer, not each read of it: a ping answered a byte at a time is
             # not an answer.
             with bounded_by(time.monotonic() + timeout):
-                response = self._http.request("GET", EXECD_PORT, "/ping", timeout=timeout)
+                status = self._http.status("GET", EXECD_PORT, "/ping", timeout=timeout)
         except httpx.TransportError:
             return False
-        if response.status_code in (401, 403):
+        if status in (401, 403):
             raise SandboxTerminalError(
-                f"Sandbox {self._sandbox.id} refused its health check with HTTP "
-                f"{response.status_code}: the server did not accept this connection's API "
-                "key for it. Check the connection's password."
+                f"Sandbox {self._sandbox.id} refused its health check with HTTP {status}: the "
+                "server did not accept this connection's API key for it. Check the "
+                "connection's password."
             )
-        return response.status_code < 300
+        return status < 300
 
     def wait_until_answering(self, deadline: float) -> float | None:
         """Ping until execd answers, by ``deadline``; how long that took, or ``None``."""
@@ -269,6 +271,9 @@ class Execd:
             # the command is killed by then plus its budget, or sooner.
             kill_by = time.monotonic() + timeout_ms / 1000
             read = self._read_stream(response, parser, kill_by, timeout_ms / 1000, background)
+        if parser.command_id is not None:
+            # Before the id is asked after, logged or handed to a trigger.
+            command_ids.checked(parser.command_id, self._sandbox.id)
         if isinstance(read, StreamedCommand):
             return read
         return self._recover(parser, read, gone)

@@ -18,7 +18,7 @@ import h11
 import httpcore
 import httpx
 
-from opensandbox_provider._clients import sandbox_client
+from opensandbox_provider._clients import NO_COMPRESSION, first_bytes, iter_raw, sandbox_client
 from opensandbox_provider._errors import api_exception
 from opensandbox_provider._reaches import warn_moved
 from opensandbox_provider.execd import _deadline
@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 
 # An error answer is a short JSON message; more than this of one is not worth holding.
 MAX_ERROR_BODY = 64 * 1024
-# What the parsers bound is what arrives; a compressed body would be inflated before that.
-NO_COMPRESSION = {"Accept-Encoding": "identity"}
 # How much one read of a streamed body asks the socket for: a read's worth of events is
 # parsed in one go, and this bounds what one read can add to memory.
 BODY_READ_SIZE = 256 * 1024
@@ -67,11 +65,18 @@ class SandboxHttp:
             timeout=self.request_timeout,
         )
 
-    def request(
-        self, method: str, port: int, path: str, **options: Unpack[Options]
-    ) -> httpx.Response:
-        """The whole answer, whatever its status: for a call where every status means something."""
-        return self._send(method, port, path, stream=False, **options)
+    def status(self, method: str, port: int, path: str, **options: Unpack[Options]) -> int:
+        """
+        The answer's status, whatever it is, once its body has come, of which no more than
+        :data:`MAX_ERROR_BODY` is read: for a call where every status means something and the
+        body nothing, such as a health check.
+        """
+        response = self._send(method, port, path, stream=True, **options)
+        try:
+            first_bytes(response, MAX_ERROR_BODY)
+            return response.status_code
+        finally:
+            response.close()
 
     @contextmanager
     def stream(
@@ -216,35 +221,9 @@ def _read_socket(network_stream: httpcore.NetworkStream, read_timeout: float) ->
         raise httpx.ReadError(str(error)) from error
 
 
-def iter_raw(response: httpx.Response) -> Iterator[bytes]:
-    """
-    The body as httpx reads it, checking the current call's deadline after every piece.
-
-    On a transport whose connections keep deadlines the reads themselves do; on any other,
-    this is what ends a body that trickles in.
-    """
-    for chunk in response.iter_raw():
-        _deadline.check()
-        yield chunk
-
-
-def read_at_most(response: httpx.Response, limit: int) -> bytes | None:
-    """The body, or ``None`` once it runs past ``limit`` bytes, having read no further."""
-    body = bytearray()
-    for chunk in iter_raw(response):
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
-
-
 def api_error(response: httpx.Response, operation: str) -> Exception:
     """The SDK's exception for an error answer, read no further than :data:`MAX_ERROR_BODY`."""
-    body = bytearray()
-    for chunk in iter_raw(response):
-        body += chunk
-        if len(body) >= MAX_ERROR_BODY:
-            break
+    body = first_bytes(response, MAX_ERROR_BODY)
     kept = {
         name: value
         for name, value in response.headers.items()

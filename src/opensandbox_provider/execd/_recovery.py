@@ -25,14 +25,16 @@ from dataclasses import dataclass
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError
 
+from opensandbox_provider._clients import read_at_most
 from opensandbox_provider._errors import status_of, transport_errors
+from opensandbox_provider.execd._command_id import in_path
 from opensandbox_provider.execd._command_status import (
     MAX_STATUS_BODY,
     CommandStatus,
     parse_status,
 )
 from opensandbox_provider.execd._deadline import bounded_by
-from opensandbox_provider.execd._http import SandboxHttp, read_at_most
+from opensandbox_provider.execd._http import SandboxHttp
 
 # How long execd may answer nothing at all, counted from when it last showed it was there,
 # before the sandbox is taken for frozen or gone: the stream's stall window and the ping that
@@ -129,7 +131,7 @@ def _ask(http: SandboxHttp, port: int, command_id: str, timeout: float) -> Comma
             http.stream(
                 "GET",
                 port,
-                f"/command/status/{command_id}",
+                f"/command/status/{in_path(command_id)}",
                 "Read a command's status",
                 expect=200,
                 timeout=timeout,

@@ -15,6 +15,7 @@ from airflow.providers.common.compat.sdk import mask_secret, redact
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from opensandbox_provider._clients import execd_client
+from opensandbox_provider._errors import quoted
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.execd._background import BackgroundCommand, OutputPiece
 from opensandbox_provider.execd._command_status import CommandStatus
@@ -36,6 +37,9 @@ UNREACHABLE_GRACE = 120.0
 # execd kills the command at its deadline; a command still running this long past it is
 # not being watched by a healthy execd.
 BACKSTOP_GRACE = 30.0
+# The least time one poll is given, however near the next renewal or deadline: a renewal
+# takes one small request to the server.
+MIN_POLL_BUDGET = 1.0
 # The states of a task whose trigger was cancelled without the task being ended: still
 # deferred (its trigger was handed to another triggerer), or resumed by that trigger's event.
 STILL_RUNNING_STATES = frozenset({"deferred", "scheduled", "queued", "running"})
@@ -212,7 +216,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         client = await clients.enter_async_context(
             execd_client(headers=headers, verify=verify, timeout=timeout)
         )
-        return BackgroundCommand(client, base_url, self.command_id)
+        return BackgroundCommand(client, base_url, self.command_id, timeout)
 
     def _reach(
         self, backend: OpenSandboxBackend
@@ -243,8 +247,14 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         )
         while True:
             try:
-                event = await self._poll(backend, connect, watch)
+                # A poll ends by the next renewal or deadline, whatever execd sends meanwhile.
+                async with asyncio.timeout(self._poll_budget(watch)):
+                    event = await self._poll(backend, connect, watch)
             except Exception as e:
+                if isinstance(e, TimeoutError):
+                    e = TimeoutError(
+                        "execd's answers took the whole poll, up to the next renewal or deadline"
+                    )
                 # Whatever failed, the server, execd or this code reading them, the sandbox may
                 # still be there; only a failure that lasts ends the wait, with an event, so
                 # the worker destroys the sandbox rather than Airflow failing the task blind.
@@ -300,6 +310,17 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             )
         return None
 
+    def _poll_budget(self, watch: _Watch) -> float:
+        """How long one poll may take: until the next renewal or deadline, at least a second."""
+        now, wall = time.monotonic(), time.time()
+        until = [self.deadline_at - wall]
+        if self.task_deadline_at is not None:
+            until.append(self.task_deadline_at - wall)
+        if watch.renew_at is not None:
+            until.append(watch.renew_at - now)
+        # The floor lets a poll that is due for a renewal make it, and one past a deadline end.
+        return max(min(until), MIN_POLL_BUDGET)
+
     def _past_a_deadline(self) -> TriggerEvent | None:
         now = time.time()
         if self.task_deadline_at is not None and now >= self.task_deadline_at:
@@ -351,7 +372,8 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             if piece.data:
                 output.feed(stream.name, piece.data)
                 stream.tail.append(piece.data)
-            if piece.cursor >= piece.end:
+            # A read that brings nothing ends the poll's reading, whatever end execd claims.
+            if piece.cursor >= piece.end or not piece.data:
                 return
             if output.full and piece.end - piece.cursor > self.max_output_bytes:
                 # Nothing more is logged, so only the tail is worth reading.
@@ -388,7 +410,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             "Command %s in sandbox %s ended: %s.",
             self.command_id,
             self.sandbox,
-            status.error or f"exit code {exit_code}",
+            quoted(status.error, 200) or f"exit code {exit_code}",
         )
         return TriggerEvent(
             {
