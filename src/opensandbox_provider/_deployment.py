@@ -65,9 +65,11 @@ def checked(value: str, *, source: str) -> str:
 @functools.cache
 def _stored() -> str:
     # Cached for the process: the id of a metadata database never changes once made.
+    from airflow.providers.common.compat.sdk import AirflowTaskTimeout
+
     try:
         value = _read() or _create(uuid.uuid4().hex)
-    except DeploymentUnknownError:
+    except (DeploymentUnknownError, AirflowTaskTimeout):
         raise
     except Exception as e:
         raise DeploymentUnknownError(

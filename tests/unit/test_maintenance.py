@@ -70,6 +70,7 @@ def summary(
         identity=identity,
         created_by_provider=True,
         provisioned=provisioned,
+        deployment="this-deployment",
     )
 
 
