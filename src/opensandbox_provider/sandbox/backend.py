@@ -219,6 +219,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def create(self, *, spec: SandboxSpec | None = None) -> str:
         policy = _policy.network_policy(spec)
         env = _arguments.environment(spec)
+        # First, so that a worker without the SDK is told how to install it before anything
+        # else it lacks (outside Airflow, a deployment id) is looked for.
+        config = self._connection_config()
         try:
             metadata = _tags.creation_metadata(
                 spec,
@@ -229,7 +232,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             )
         except (ValueError, DeploymentUnknownError) as e:
             raise SandboxTerminalError(f"Could not create a sandbox: {e}") from e
-        config = self._connection_config()
         started = time.monotonic()
         sdk, drawn = obtain(
             self,
