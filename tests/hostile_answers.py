@@ -71,9 +71,17 @@ class _Quiet(ThreadingHTTPServer):
         pass  # a client that gives up on the answer is the point
 
 
-def serve(mode: str, port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
-    """A server answering in ``mode`` on a thread of its own; its port is ``server_address[1]``."""
-    server = _Quiet((host, port), handler(mode))
+def serve(
+    mode: str,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    answers: type[BaseHTTPRequestHandler] | None = None,
+) -> ThreadingHTTPServer:
+    """
+    A server answering in ``mode`` (or as ``answers``, a handler of its own) on a thread of its
+    own; its port is ``server_address[1]``.
+    """
+    server = _Quiet((host, port), answers or handler(mode))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
