@@ -2,7 +2,10 @@
 Answers a hostile guest gives on execd's port, served from loopback by the tests and, copied
 into a sandbox, by the guest itself: a compression bomb, and an answer dripped a byte a second.
 
-Standard library only, so that the guest's Python runs it as it is (``python3 - PORT MODE``).
+Standard library only, so that the guest's Python runs it as it is. Run as a script beside
+``execd_recorder.py``, it takes execd's place as a guest can (:func:`take_over_execd`):
+``python3 hostile_answers.py PORT MODE [BOMB_FILE]``, the bomb made by the test and copied in,
+since making it costs the sandbox seconds of CPU.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ BOMB_INFLATED = 1024 * MIB
 # What every dripped answer says, one byte a second: a running command's status.
 DRIPPED = b'{"running": true, "started_at": "2026-01-01T00:00:00Z"}'
 
+# Names the mode on every answer.
+GUEST_HEADER = "Hostile-Guest"
+
 
 def compression_bomb(inflated: int = BOMB_INFLATED) -> bytes:
     """``inflated`` bytes of zeros as gzip: about a thousandth of that on the wire."""
@@ -27,9 +33,10 @@ def compression_bomb(inflated: int = BOMB_INFLATED) -> bytes:
     return b"".join(packer.compress(zeros) for _ in range(inflated // MIB)) + packer.flush()
 
 
-def handler(mode: str) -> type[BaseHTTPRequestHandler]:
-    """Answers every request in ``mode``: ``bomb`` or ``drip``."""
-    bomb = compression_bomb() if mode == "bomb" else b""
+def handler(mode: str, bomb: bytes | None = None) -> type[BaseHTTPRequestHandler]:
+    """Answers every request in ``mode``: ``bomb`` (``bomb``, or one made here) or ``drip``."""
+    if bomb is None:
+        bomb = compression_bomb() if mode == "bomb" else b""
 
     class Hostile(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -44,6 +51,8 @@ def handler(mode: str) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             self.rfile.read(length)
             self.send_response(200)
+            # How a test tells the guest's answer from execd's, through the server's proxy too.
+            self.send_header(GUEST_HEADER, mode)
             self.send_header("Content-Type", "application/json")
             if mode == "bomb":
                 self.send_header("Content-Encoding", "gzip")
@@ -71,13 +80,46 @@ class _Quiet(ThreadingHTTPServer):
         pass  # a client that gives up on the answer is the point
 
 
-def serve(mode: str, port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
-    """A server answering in ``mode`` on a thread of its own; its port is ``server_address[1]``."""
-    server = _Quiet((host, port), handler(mode))
+def serve(
+    mode: str,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    answers: type[BaseHTTPRequestHandler] | None = None,
+) -> ThreadingHTTPServer:
+    """
+    A server answering in ``mode`` (or as ``answers``, a handler of its own) on a thread of its
+    own; its port is ``server_address[1]``.
+    """
+    server = _Quiet((host, port), answers or handler(mode))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
 
+def take_over_execd(port: int, answers: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """
+    As a guest root in its container can: kill whatever listens on execd's ``port`` and answer
+    there itself, once the command that started this has had its stream end.
+    """
+    import os
+    import signal
+
+    # Beside this file in the sandbox; the recorder's way of finding execd, whatever its binary.
+    from execd_recorder import SETTLE_S, START_S, listener_pid
+
+    time.sleep(SETTLE_S)
+    os.kill(listener_pid(port), signal.SIGKILL)
+    deadline = time.monotonic() + START_S
+    while True:
+        try:
+            return serve("", port, "0.0.0.0", answers)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 if __name__ == "__main__":
-    serve(sys.argv[2], int(sys.argv[1]), "0.0.0.0")
+    mode, bomb_file = sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None
+    bomb = open(bomb_file, "rb").read() if bomb_file else None
+    take_over_execd(int(sys.argv[1]), handler(mode, bomb))
     threading.Event().wait()

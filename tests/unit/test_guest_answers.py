@@ -22,9 +22,11 @@ from airflow.providers.common.ai.sandbox.base import SandboxError
 from opensandbox_provider._clients import CallTimedOut, execd_client
 from opensandbox_provider.execd._background import BackgroundCommand
 from opensandbox_provider.execd._command_id import checked, in_path
-from tests.hostile_answers import serve
+from opensandbox_provider.execd._deadline import Deadline
+from tests.hostile_answers import handler, serve
 from tests.peak_memory import run_child
 from tests.unit.execd_wire import COMMAND_ID
+from tests.unit.test_stream import loopback_execd
 
 # The bomb inflates to 1 GiB; what the reader may add to the process is what a status or a
 # ping is worth holding, with room for the allocator, and far below any fraction of the bomb.
@@ -98,6 +100,52 @@ def test_a_ping_answered_with_a_compression_bomb_costs_the_worker_no_more_than_i
     measured = run_child(PING_CHILD, bomb.rsplit(":", 1)[1], timeout=120)
     assert measured["answered"] is True
     assert measured["added"] < MEMORY_BOUND, measured
+
+
+FILES_CHILD = textwrap.dedent(
+    """
+    import sys
+    from opensandbox_provider.execd._deadline import Deadline
+    from tests.peak_memory import peak_rss_delta, report
+    from tests.unit.test_stream import loopback_execd
+
+    execd = loopback_execd(int(sys.argv[1]), request_timeout=30.0)
+    def write():
+        execd.upload("/tmp/f", b"content", deadline=Deadline.after(30.0))
+        execd.create_working_directory("/work")
+    _, added = peak_rss_delta(write)
+    report(added=added)
+    """
+)
+
+
+def test_an_upload_and_a_directory_answered_with_a_compression_bomb_cost_no_more_than_a_cap() -> (
+    None
+):
+    class NoPaths(handler("bomb")):  # type: ignore[misc, valid-type]
+        """Every path is missing, so the working directory is made; every POST is the bomb."""
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = serve("bomb", answers=NoPaths)
+    try:
+        measured = run_child(FILES_CHILD, str(server.server_address[1]), timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert measured["added"] < MEMORY_BOUND, measured
+    print(f"upload and directory against the bomb: {measured['added'] / 2**20:.1f} MiB added")
+
+
+def test_an_upload_dripped_a_byte_a_second_ends_by_its_deadline(drip) -> None:
+    execd = loopback_execd(int(drip.rsplit(":", 1)[1]), request_timeout=30.0)
+    started = time.monotonic()
+    with pytest.raises(SandboxError, match=r"Could not write '/tmp/f'.*after the 2s allowed"):
+        execd.upload("/tmp/f", b"content", deadline=Deadline.after(CALL_TIMEOUT))
+    assert time.monotonic() - started < CALL_TIMEOUT + SLACK
 
 
 def status_of(base_url: str, call_timeout: float) -> object:

@@ -16,6 +16,7 @@ import pytest
 from airflow.providers.common.compat.sdk import redact
 
 from opensandbox_provider.execd._background import BackgroundCommand
+from opensandbox_provider.triggers import opensandbox as triggers
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 from tests.unit.as_sent import as_sent
 from tests.unit.loopback_http import answering_every_get
@@ -305,6 +306,22 @@ def test_output_past_the_logged_bound_is_skipped_to_its_tail_not_read(caplog) ->
     assert any("is not logged" in m for m in logged(caplog))
 
 
+def test_a_read_that_brings_nothing_ends_the_polls_reading_whatever_end_execd_claims() -> None:
+    execd = Execd([{}, {}, {}], exit_code=0)
+
+    def empty_of_a_gigabyte(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            206, stream=httpx.ByteStream(b""), headers={"Content-Range": "bytes 0-0/1073741824"}
+        )
+
+    execd._download = empty_of_a_gigabyte  # type: ignore[method-assign]
+    event = wait(trigger(), execd, Server())
+    assert event["status"] == "ended"
+    # One look at each stream's size, then one read of each per poll: never a second read of
+    # nothing within a poll, which would spin for as long as the claim stands.
+    assert execd.requests.count("/files/download") == 2 * (1 + execd.polls)
+
+
 def test_a_resumed_trigger_reads_no_more_history_than_the_tail_bound(caplog) -> None:
     caplog.set_level(logging.INFO, logger="trigger")
     execd = Execd([{"stdout": b"after\n"}])
@@ -510,6 +527,61 @@ def test_deadlines_are_kept_even_while_nothing_answers() -> None:
     execd.failures = [httpx.ConnectError("down")] * 100_000
     event = wait(trigger(task_deadline_at=time.time() + 0.05), execd, Server())
     assert event["status"] == "timeout"
+
+
+class NeverAnswered(httpx.AsyncBaseTransport):
+    """An execd that takes every request and answers none: each poll lasts its whole budget."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def never_answering() -> Callable[[], Any]:
+    async def connect() -> BackgroundCommand:
+        client = httpx.AsyncClient(transport=NeverAnswered())
+        return BackgroundCommand(client, "http://execd", "c", 60.0)
+
+    return connect
+
+
+def test_a_poll_that_never_ends_is_cut_at_the_next_renewal_so_the_lease_keeps_its_pace(
+    monkeypatch,
+) -> None:
+    # A lease renewed every 0.3 s, and a floor below it, so the renewal is what cuts each poll.
+    monkeypatch.setattr(triggers, "MIN_POLL_BUDGET", 0.1)
+    made = trigger(sandbox_timeout=0.9, task_deadline_at=time.time() + 1.5)
+    server = Server()
+    started = time.monotonic()
+    event = asyncio.run(made._wait(server, never_answering()))  # type: ignore[arg-type]
+    took = time.monotonic() - started
+    assert event.payload["status"] == "timeout"
+    # Renewed at once and every 0.3 s after, however long execd keeps each poll.
+    assert server.renewals >= 4, server.calls
+    assert took < 1.5 + 0.3 + 1.0
+
+
+def test_a_poll_due_at_or_past_a_deadline_is_still_given_the_least_budget() -> None:
+    made = trigger(deadline_at=time.time() - 10, task_deadline_at=time.time() - 10)
+    watch = triggers._Watch(streams=[], output=None, last_answer=0.0)  # type: ignore[arg-type]
+    assert made._poll_budget(watch) == triggers.MIN_POLL_BUDGET
+    watch.renew_at = time.monotonic() - 5
+    assert made._poll_budget(watch) == triggers.MIN_POLL_BUDGET
+
+
+def test_a_polls_budget_is_the_time_to_the_nearest_of_renewal_and_deadlines() -> None:
+    made = trigger(
+        sandbox_timeout=120.0, deadline_at=time.time() + 50, task_deadline_at=time.time() + 30
+    )
+    watch = triggers._Watch(streams=[], output=None, last_answer=0.0)  # type: ignore[arg-type]
+    watch.renew_at = time.monotonic() + 100
+    assert 29 < made._poll_budget(watch) <= 30
+    watch.renew_at = time.monotonic() + 10
+    assert 9 < made._poll_budget(watch) <= 10
+    # The first poll renews as it starts: it ends by the renewal after, 40 s on.
+    watch.renew_at = None
+    made.task_deadline_at = None
+    assert made._poll_budget(watch) == 40
 
 
 # ---------------------------------------------------------------------------

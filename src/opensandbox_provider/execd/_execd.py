@@ -3,10 +3,9 @@ execd's API as this backend speaks it: what each call sends, and what its answer
 
 Each call returns plain values or raises the contract's errors; what to do about them (a
 path that is missing or a sandbox that is gone, a file too large, a stream given up on) is
-the backend's to decide. Most calls are made here rather than through the SDK, which reads
-a listing or an error body whole, logs a traceback for every missing path, and holds a
-command's stream open past its end; the upload and the working directory go through the SDK,
-whose requests for them this backend has no reason to change.
+the backend's to decide. Every call is made here rather than through the SDK, which reads
+any answer whole and inflated as its ``Content-Encoding`` says (an answer the guest may write),
+logs a traceback for every missing path, and holds a command's stream open past its end.
 
 One call is the exception to "our errors": :meth:`Execd.run` raises the SDK's exception for
 an error answer and lets transport errors through, since a broken stream may be the sandbox
@@ -23,17 +22,17 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
 
-from opensandbox_provider._clients import iter_raw, read_at_most
+from opensandbox_provider._clients import first_bytes, iter_raw, read_at_most
 from opensandbox_provider._errors import as_sandbox_errors, quoted, transport_errors
 from opensandbox_provider.execd import _command_id as command_ids
 from opensandbox_provider.execd._deadline import Deadline, bounded_by
 from opensandbox_provider.execd._events import Ending, EventParser, StreamedCommand
-from opensandbox_provider.execd._http import SandboxHttp, iter_body
+from opensandbox_provider.execd._http import Options, SandboxHttp, iter_body
 from opensandbox_provider.execd._recovery import GaveUp, await_end
 
 if TYPE_CHECKING:
@@ -523,7 +522,17 @@ class Execd:
             by_deadline(deadline, doing),
             as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)),
         ):
-            self._sandbox.files.write_file(path, content, mode=644)
+            self._send_for_status(
+                "/files/upload",
+                "Upload file",
+                files=[
+                    (
+                        "metadata",
+                        ("metadata", json.dumps({"path": path, "mode": 644}), "application/json"),
+                    ),
+                    ("file", (path, content, "application/octet-stream")),
+                ],
+            )
 
     def create_working_directory(self, path: str) -> None:
         """
@@ -534,8 +543,6 @@ class Execd:
         it too, and ``/tmp`` would lose its sticky, world-writable 1777. Any failure is
         terminal: it happens while the sandbox is being provisioned.
         """
-        from opensandbox.models.filesystem import WriteEntry
-
         doing = f"create the working directory {path!r}"
         try:
             existing = self.file_info(
@@ -555,7 +562,7 @@ class Execd:
                 f"Could not {doing}: it exists and is not a directory. Choose another workdir."
             )
         with as_sandbox_errors(doing, terminal=True):
-            self._sandbox.files.create_directories([WriteEntry(path=path, mode=755)])
+            self._send_for_status("/directories", "Create directories", json={path: {"mode": 755}})
 
     def list_directory(self, path: str, *, limit: int, deadline: Deadline) -> list[Entry] | None:
         """
@@ -593,6 +600,14 @@ class Execd:
             for entry in entries
             if isinstance(entry, dict)
         ]
+
+    def _send_for_status(self, route: str, operation: str, **options: Unpack[Options]) -> None:
+        """
+        POST to ``route``, whose answer says all in its status: an error raises the SDK's
+        exception for it, and no more than :data:`MAX_INFO_BODY` of a success is read.
+        """
+        with self._http.stream("POST", EXECD_PORT, route, operation, **options) as response:
+            first_bytes(response, MAX_INFO_BODY)
 
     def _read(
         self,

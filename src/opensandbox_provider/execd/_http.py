@@ -43,6 +43,8 @@ class Options(TypedDict, total=False):
     params: Mapping[str, str]
     headers: Mapping[str, str | None]
     json: object
+    # A multipart form, as httpx's ``files``: the upload's metadata and file parts.
+    files: list[tuple[str, tuple[str, bytes | str, str]]]
     timeout: float | httpx.Timeout
 
 
@@ -119,6 +121,7 @@ class SandboxHttp:
             params=options.get("params"),
             headers={**sent, **{name: value for name, value in given.items() if value is not None}},
             json=options.get("json"),
+            files=options.get("files"),
             timeout=self.request_timeout if timeout is None else timeout,
         )
         return self._client.send(request, stream=stream)

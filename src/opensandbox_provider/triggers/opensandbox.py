@@ -318,6 +318,9 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             until.append(self.task_deadline_at - wall)
         if watch.renew_at is not None:
             until.append(watch.renew_at - now)
+        else:
+            # The first poll renews as it starts, so it ends by the renewal after that one.
+            until.append(renewal_interval(self.sandbox_timeout))
         # The floor lets a poll that is due for a renewal make it, and one past a deadline end.
         return max(min(until), MIN_POLL_BUDGET)
 
