@@ -33,6 +33,7 @@ from opensandbox_provider.pool._definition import FINGERPRINT_KEY, POOL_KEY
 from opensandbox_provider.pool._store import state_store
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from tests import warm_pools
+from tests.secret_traces import giving_away
 
 CONN_ID = "opensandbox_default"
 DEPLOYMENT_OPTION = "AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID"
@@ -142,33 +143,6 @@ def test_a_task_takes_a_ready_sandbox_from_the_pool_with_its_own_metadata_and_le
     assert (info.expires_at - datetime.now(UTC)).total_seconds() > 3000
 
 
-def _digests(secret: str, pool: WarmPool) -> dict[str, str]:
-    """The hex digests a sandbox's metadata could give a secret away by: of the value itself,
-    of the environment holding it, and the fingerprint as it was before private values were
-    left out of it (the creation arguments with the value in them)."""
-    texts = {
-        "value": secret,
-        "env": json.dumps(pool.creation.canonical()["env"], sort_keys=True, separators=(",", ":")),
-        "arguments": json.dumps(pool.creation.canonical(), sort_keys=True, separators=(",", ":")),
-    }
-    return {
-        f"{algorithm}({name})": hashlib.new(algorithm, text.encode()).hexdigest()
-        for name, text in texts.items()
-        for algorithm in ("sha256", "sha1", "md5")
-    }
-
-
-def _gives_away(metadata: dict[str, str], secret: str, digests: dict[str, str]) -> list[str]:
-    """The metadata entries holding ``secret`` or the first 16 hex digits of one of its
-    digests (a fingerprint is a digest cut short)."""
-    marks = [secret, *(digest[:16] for digest in digests.values())]
-    return [
-        f"{key}={value}"
-        for key, value in metadata.items()
-        if any(mark in key or mark in value for mark in marks)
-    ]
-
-
 def test_a_pools_private_value_reaches_the_task_but_no_sandboxs_metadata(
     plain_server, connect, make_pool, handles, manager, caplog
 ) -> None:
@@ -179,14 +153,18 @@ def test_a_pools_private_value_reaches_the_task_but_no_sandboxs_metadata(
         spec=SandboxSpec(block_network=False, env={"MODE": "fast"}),
         private_env={"API_TOKEN": secret},
     )
-    digests = _digests(secret, pool)
-    # The fingerprint an idle sandbox carried before private values were left out of it.
-    assert pool.creation.fingerprint() != digests["sha256(arguments)"][:32]
+    # The texts a fingerprint over the value would hash: the environment holding it, and the
+    # creation arguments, which the fingerprint hashed before private values were left out.
+    canonical = pool.creation.canonical()
+    holding = [
+        json.dumps(part, sort_keys=True, separators=(",", ":"))
+        for part in (canonical["env"], canonical)
+    ]
     filled(pool)
     (idle,) = idle_ids(pool)
     warmed = manager.get_sandbox_info(idle)
     assert warmed.metadata[FINGERPRINT_KEY] == pool.creation.fingerprint()
-    assert _gives_away(warmed.metadata, secret, digests) == []
+    assert giving_away(warmed.metadata, secret, *holding) == []
     assert secret not in warmed.model_dump_json()
 
     caplog.set_level(logging.DEBUG, logger="opensandbox_provider")
@@ -202,10 +180,10 @@ def test_a_pools_private_value_reaches_the_task_but_no_sandboxs_metadata(
     printed = backend.run_command(
         handle, 'printf %s "$API_TOKEN" | sha256sum', timeout=30, max_output_bytes=256
     ).stdout
-    assert printed.split()[0] == digests["sha256(value)"]
+    assert printed.split()[0] == hashlib.sha256(secret.encode()).hexdigest()
     drawn = manager.get_sandbox_info(handle)
     assert drawn.metadata[POOL_KEY] == pool.name
-    assert _gives_away(drawn.metadata, secret, digests) == []
+    assert giving_away(drawn.metadata, secret, *holding) == []
     assert secret not in drawn.model_dump_json()
     assert secret not in caplog.text
 
