@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from typing import Any
 
+import pytest
 from opensandbox.sync.manager import SandboxManagerSync
 
 from dev.stack.state import ServerInfo
+from opensandbox_provider.sandbox import OpenSandboxBackend
 
 ALGORITHMS = ("sha256", "sha1", "md5")
 # A digest cut this short or longer is still found.
@@ -49,3 +52,21 @@ def metadata_on(server: ServerInfo, sandbox: str) -> dict[str, str]:
         return dict(manager.get_sandbox_info(sandbox).metadata or {})
     finally:
         manager.close()
+
+
+def read_before_each_command(
+    monkeypatch: pytest.MonkeyPatch, server: ServerInfo
+) -> list[dict[str, str]]:
+    """
+    The metadata of each sandbox a backend runs a command in, read from ``server`` just before
+    the command runs: what the sandbox carries while it is used, before it is destroyed.
+    """
+    stamped: list[dict[str, str]] = []
+    run_command = OpenSandboxBackend.run_command
+
+    def read_then_run(backend: OpenSandboxBackend, sandbox: str, *args: Any, **kwargs: Any) -> Any:
+        stamped.append(metadata_on(server, sandbox))
+        return run_command(backend, sandbox, *args, **kwargs)
+
+    monkeypatch.setattr(OpenSandboxBackend, "run_command", read_then_run)
+    return stamped

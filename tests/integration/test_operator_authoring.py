@@ -25,7 +25,7 @@ from dev.stack.state import ServerInfo
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from tests.integration.test_operator import CONN_ID, destroyed, rebuilt, run_trigger
-from tests.secret_traces import giving_away, metadata_on
+from tests.secret_traces import giving_away, metadata_on, read_before_each_command
 from tests.unit.airflow_versions import forget_masked_values, task_masker
 
 OPEN = SandboxSpec(block_network=False)
@@ -114,15 +114,7 @@ def test_the_rendered_settings_script_and_paths_are_the_ones_the_sandbox_gets(
 def test_a_private_env_value_reaches_the_command_and_nothing_that_is_shown(
     in_a_dag, plain_server, task_log, monkeypatch
 ) -> None:
-    # The sandbox's metadata as the server has it while the command runs, read just before.
-    stamped: list[dict[str, str]] = []
-    run_command = OpenSandboxBackend.run_command
-
-    def read_metadata_then_run(backend: OpenSandboxBackend, sandbox: str, *args, **kwargs):
-        stamped.append(metadata_on(plain_server, sandbox))
-        return run_command(backend, sandbox, *args, **kwargs)
-
-    monkeypatch.setattr(OpenSandboxBackend, "run_command", read_metadata_then_run)
+    stamped = read_before_each_command(monkeypatch, plain_server)
     operator = in_a_dag(
         plain_server,
         command='echo "token: $API_TOKEN"; printf %s "$API_TOKEN" | sha256sum | cut -c1-64',
