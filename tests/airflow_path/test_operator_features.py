@@ -2,8 +2,8 @@
 ``private_env`` masked in the task log the worker wrote, the XCom it pushed and every rendered
 field, and, deferred, in the triggerer's log and the event it fired; credentials in
 ``pip_args`` and a requirement's URL masked in the log of a set-up that failed, and in none of
-its rendered fields or XComs; an output
-declared as an asset starting the Dag scheduled on that asset."""
+its rendered fields or XComs; an output declared as an asset starting the Dag scheduled on
+that asset."""
 
 from __future__ import annotations
 
