@@ -183,6 +183,18 @@ class AirflowApi:
         )
         return self._call("GET", path, params={"deserialize": "true"}).json()["value"]
 
+    def xcoms(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        """Every XCom of a task by key, each as the worker stored it; the listing names only
+        the keys, so each value is read on its own."""
+        path = (
+            f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
+            "/xcomEntries"
+        )
+        entries = self._call("GET", path).json()["xcom_entries"]
+        return {
+            entry["key"]: self.xcom(dag_id, run_id, task_id, key=entry["key"]) for entry in entries
+        }
+
     def put_pool(self, name: str, *, slots: int) -> None:
         """Create the pool, or set its slots; deferred tasks do not take a slot of it."""
         path = f"/api/v2/pools/{quote(name, safe='')}"

@@ -1,8 +1,9 @@
 """The operator's Airflow-facing features in one real Airflow (started once for them all):
 ``private_env`` masked in the task log the worker wrote, the XCom it pushed and every rendered
 field, and, deferred, in the triggerer's log and the event it fired; credentials in
-``pip_args`` and a requirement's URL masked in the log of a set-up that failed; an output
-declared as an asset starting the Dag scheduled on that asset."""
+``pip_args`` and a requirement's URL masked in the log of a set-up that failed, and in none of
+its rendered fields or XComs; an output declared as an asset starting the Dag scheduled on
+that asset."""
 
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ def test_a_secret_the_command_printed_is_masked_in_the_task_log_and_the_xcom(
     assert returned == {"exit_code": 0, "stdout": f"token: ***\n{len(secret_dag.SECRET)}\n"}
     rendered = api.task_instances(secret_dag.DAG_ID, run_id)[TASK_ID]["rendered_fields"]
     assert "command" in rendered and secret_dag.SECRET not in json.dumps(rendered)
+    # Every XCom it pushed: the result and the sandbox's id.
+    assert secret_dag.SECRET not in json.dumps(api.xcoms(secret_dag.DAG_ID, run_id, TASK_ID))
 
     # Deferred: the lines came through the triggerer, which logged the event with the tails.
     secret, deferred = secret_dag.DEFERRED_SECRET, secret_dag.DEFERRED_TASK_ID
@@ -61,7 +64,8 @@ def test_a_secret_the_command_printed_is_masked_in_the_task_log_and_the_xcom(
         "stdout": "token: ***\n",
     }
     instance = api.task_instances(secret_dag.DAG_ID, run_id)[deferred]
-    assert secret not in json.dumps(instance)
+    assert "command" in instance["rendered_fields"] and secret not in json.dumps(instance)
+    assert secret not in json.dumps(api.xcoms(secret_dag.DAG_ID, run_id, deferred))
 
 
 def test_credentials_in_pip_args_and_a_requirement_url_are_masked_when_the_set_up_fails(
@@ -74,7 +78,9 @@ def test_credentials_in_pip_args_and_a_requirement_url_are_masked_when_the_set_u
     assert "private-tool.whl?token=***" in log
     assert pip_dag.INDEX_PASSWORD not in log and pip_dag.WHEEL_TOKEN not in log
     rendered = api.task_instances(pip_dag.DAG_ID, run_id)[pip_dag.TASK_ID]["rendered_fields"]
-    assert pip_dag.INDEX_PASSWORD not in json.dumps(rendered)
+    pushed = api.xcoms(pip_dag.DAG_ID, run_id, pip_dag.TASK_ID)
+    for secret in (pip_dag.INDEX_PASSWORD, pip_dag.WHEEL_TOKEN):
+        assert secret not in json.dumps(rendered) and secret not in json.dumps(pushed)
 
 
 def test_an_output_declared_as_an_asset_starts_the_dag_scheduled_on_it(

@@ -23,6 +23,7 @@ from dev.stack.wheels import wheel
 from opensandbox_provider.sandbox import OpenSandboxBackend, delete_snapshot
 from opensandbox_provider.sandbox._snapshots import find_snapshot, prepare_snapshot
 from tests.integration.test_operator import CONN_ID, destroyed
+from tests.secret_traces import giving_away, read_before_each_command
 
 PACKAGE = "osb-probe"
 MODULE = "osb_probe"
@@ -140,6 +141,39 @@ def test_a_requirement_that_cannot_be_installed_fails_the_task_naming_the_comman
         operator.execute({})
     assert "osb-probe==9.9" in str(failure.value)
     # Nothing was snapshotted, and no function sandbox was ever created.
+    assert operator._sandbox_id is None
+
+
+INDEX_URL = "http://deploy:index-password-2b7e91c4@127.0.0.1:9/simple"
+REQUIREMENT = "private-tool @ http://127.0.0.1:9/private-tool.whl?token=wheel-token-6a0d38f5"
+CREDENTIALS = {"index-password-2b7e91c4": INDEX_URL, "wheel-token-6a0d38f5": REQUIREMENT}
+
+
+# Nothing listens on the set-up sandbox's own port 9, so pip fails at once.
+@task.opensandbox(
+    requirements=[REQUIREMENT],
+    pip_args=["--index-url", INDEX_URL, "--retries", "0", "--timeout", "2"],
+)
+def needs_a_private_index() -> None:
+    return None
+
+
+def test_credentials_for_a_private_index_are_in_no_set_up_sandboxs_metadata_nor_its_failure(
+    on_dns_nft_server: ServerInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stamped = read_before_each_command(monkeypatch, on_dns_nft_server)
+    operator = in_a_dag(needs_a_private_index)
+    with pytest.raises(SandboxTerminalError, match="pip install") as failure:
+        operator.execute({})
+
+    assert "http://deploy:***@127.0.0.1:9/simple" in str(failure.value)
+    assert stamped, "the set-up ran no command"
+    for secret, holding in CREDENTIALS.items():
+        assert secret not in str(failure.value)
+        given_away = [
+            entry for metadata in stamped for entry in giving_away(metadata, secret, holding)
+        ]
+        assert given_away == []
     assert operator._sandbox_id is None
 
 

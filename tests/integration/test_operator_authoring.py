@@ -13,12 +13,19 @@ from typing import Any
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxFileTooLargeError, SandboxSpec
-from airflow.providers.common.compat.sdk import DAG, AirflowException, ObjectStoragePath, redact
+from airflow.providers.common.compat.sdk import (
+    DAG,
+    AirflowException,
+    ObjectStoragePath,
+    TaskDeferred,
+    redact,
+)
 
 from dev.stack.state import ServerInfo
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.sandbox import OpenSandboxBackend
-from tests.integration.test_operator import CONN_ID, destroyed
+from tests.integration.test_operator import CONN_ID, destroyed, rebuilt, run_trigger
+from tests.secret_traces import giving_away, metadata_on, read_before_each_command
 from tests.unit.airflow_versions import forget_masked_values, task_masker
 
 OPEN = SandboxSpec(block_network=False)
@@ -105,8 +112,9 @@ def test_the_rendered_settings_script_and_paths_are_the_ones_the_sandbox_gets(
 
 
 def test_a_private_env_value_reaches_the_command_and_nothing_that_is_shown(
-    in_a_dag, plain_server, task_log
+    in_a_dag, plain_server, task_log, monkeypatch
 ) -> None:
+    stamped = read_before_each_command(monkeypatch, plain_server)
     operator = in_a_dag(
         plain_server,
         command='echo "token: $API_TOKEN"; printf %s "$API_TOKEN" | sha256sum | cut -c1-64',
@@ -126,6 +134,30 @@ def test_a_private_env_value_reaches_the_command_and_nothing_that_is_shown(
     assert SECRET not in json.dumps(result)
     shown = json.dumps({field: getattr(operator, field) for field in operator.template_fields})
     assert SECRET not in shown
+    assert stamped and [giving_away(metadata, SECRET) for metadata in stamped] == [[]]
+    assert destroyed(operator._sandbox_id)
+
+
+def test_a_deferred_tasks_private_env_value_is_in_no_metadata_and_masked_in_the_event(
+    in_a_dag, plain_server, task_log
+) -> None:
+    operator = in_a_dag(
+        plain_server,
+        deferrable=True,
+        poll_interval=0.2,
+        command='echo "token: $API_TOKEN"',
+        private_env={"API_TOKEN": "{{ params.token }}"},
+        params={"token": SECRET},
+    )
+    with pytest.raises(TaskDeferred) as deferral:
+        operator.execute({})
+
+    # Handed to the trigger, the sandbox runs the command with its metadata as created.
+    assert giving_away(metadata_on(plain_server, operator._sandbox_id), SECRET) == []
+    event = run_trigger(rebuilt(deferral.value.trigger))
+    assert SECRET not in json.dumps(event)
+    result = OpenSandboxOperator.execute_complete(operator, {}, event)
+    assert result == {"exit_code": 0, "stdout": "token: ***\n"}
     assert destroyed(operator._sandbox_id)
 
 

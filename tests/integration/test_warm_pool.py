@@ -6,6 +6,8 @@ own, and are drained when the test ends.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import multiprocessing
 import os
@@ -31,6 +33,7 @@ from opensandbox_provider.pool._definition import FINGERPRINT_KEY, POOL_KEY
 from opensandbox_provider.pool._store import state_store
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from tests import warm_pools
+from tests.secret_traces import giving_away
 
 CONN_ID = "opensandbox_default"
 DEPLOYMENT_OPTION = "AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID"
@@ -138,6 +141,51 @@ def test_a_task_takes_a_ready_sandbox_from_the_pool_with_its_own_metadata_and_le
     assert info.metadata[POOL_KEY] == pool.name
     # Renewed from the idle lease (120 s) to the backend's.
     assert (info.expires_at - datetime.now(UTC)).total_seconds() > 3000
+
+
+def test_a_pools_private_value_reaches_the_task_but_no_sandboxs_metadata(
+    plain_server, connect, make_pool, handles, manager, caplog
+) -> None:
+    connect(plain_server)
+    secret = f"pool-private-{uuid.uuid4().hex[:12]}"
+    pool = make_pool(
+        size=1,
+        spec=SandboxSpec(block_network=False, env={"MODE": "fast"}),
+        private_env={"API_TOKEN": secret},
+    )
+    # The texts a fingerprint over the value would hash: the environment holding it, and the
+    # creation arguments, which the fingerprint hashed before private values were left out.
+    canonical = pool.creation.canonical()
+    holding = [
+        json.dumps(part, sort_keys=True, separators=(",", ":"))
+        for part in (canonical["env"], canonical)
+    ]
+    filled(pool)
+    (idle,) = idle_ids(pool)
+    warmed = manager.get_sandbox_info(idle)
+    assert warmed.metadata[FINGERPRINT_KEY] == pool.creation.fingerprint()
+    assert giving_away(warmed.metadata, secret, *holding) == []
+    assert secret not in warmed.model_dump_json()
+
+    caplog.set_level(logging.DEBUG, logger="opensandbox_provider")
+    backend = OpenSandboxBackend(CONN_ID, warm_pool=pool)
+    handle = take(
+        backend,
+        handles,
+        spec=SandboxSpec(block_network=False, env={"MODE": "fast", "API_TOKEN": secret}),
+    )
+
+    # Served from the pool, and the command sees the value itself: it prints its digest.
+    assert handle == idle
+    printed = backend.run_command(
+        handle, 'printf %s "$API_TOKEN" | sha256sum', timeout=30, max_output_bytes=256
+    ).stdout
+    assert printed.split()[0] == hashlib.sha256(secret.encode()).hexdigest()
+    drawn = manager.get_sandbox_info(handle)
+    assert drawn.metadata[POOL_KEY] == pool.name
+    assert giving_away(drawn.metadata, secret, *holding) == []
+    assert secret not in drawn.model_dump_json()
+    assert secret not in caplog.text
 
 
 def test_a_sandbox_taken_from_the_pool_is_destroyed_after_use_and_never_served_again(
