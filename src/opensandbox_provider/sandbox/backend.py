@@ -25,7 +25,7 @@ from opensandbox_provider import _tags
 from opensandbox_provider._deployment import DeploymentUnknownError, deployment_id
 from opensandbox_provider._errors import as_sandbox_errors, sdk_exceptions, status_of
 from opensandbox_provider._identity import current_identity
-from opensandbox_provider._sdk import OpenSandboxNotInstalled
+from opensandbox_provider._sdk import OpenSandboxNotInstalled, require_sdk
 from opensandbox_provider._url_secrets import without_url_secrets
 from opensandbox_provider.egress import _policy
 from opensandbox_provider.execd._execd import EXECD_PORT
@@ -219,9 +219,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def create(self, *, spec: SandboxSpec | None = None) -> str:
         policy = _policy.network_policy(spec)
         env = _arguments.environment(spec)
-        # First, so that a worker without the SDK is told how to install it before anything
-        # else it lacks (outside Airflow, a deployment id) is looked for.
-        config = self._connection_config()
+        try:
+            # First, so that a worker without the SDK is told how to install it before anything
+            # else it lacks (outside Airflow, a deployment id) is looked for.
+            require_sdk()
+        except OpenSandboxNotInstalled as e:
+            raise SandboxTerminalError(str(e)) from e
         try:
             metadata = _tags.creation_metadata(
                 spec,
@@ -232,6 +235,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             )
         except (ValueError, DeploymentUnknownError) as e:
             raise SandboxTerminalError(f"Could not create a sandbox: {e}") from e
+        config = self._connection_config()
         started = time.monotonic()
         sdk, drawn = obtain(
             self,
