@@ -76,7 +76,7 @@ def run_matrix(combinations: tuple[Combination, ...], *, lock: str | None, stack
     artifact = report.write_artifact(results)
     _say("\n" + report.table(results))
     _say(f"\nWritten to {artifact.relative_to(REPO)}")
-    return 0 if all(o.passed for outcomes in results.values() for o in outcomes) else 1
+    return 0 if report.gating_passed(results) else 1
 
 
 def main() -> int:
@@ -88,6 +88,7 @@ def main() -> int:
     matrix.add_argument("combinations", nargs="*", help="names such as airflow-3.3-sdk-1.1.1")
     matrix.add_argument("--stack-turn", help="command prefix that waits for the stack's lock")
     matrix.add_argument("--no-stack", action="store_true", help="only the checks without it")
+    commands.add_parser("doc", help="write the last run's table into docs/compatibility.rst")
     phase = commands.add_parser("stack-phase", help=argparse.SUPPRESS)
     phase.add_argument("combination")
     phase.add_argument("out", type=Path)
@@ -95,6 +96,9 @@ def main() -> int:
     if args.command == "pin":
         for combination in select(args.combinations):
             _say(f"{combination.name}: {write_pins(combination).relative_to(REPO)}")
+        return 0
+    if args.command == "doc":
+        _say(f"Written to {report.write_doc().relative_to(REPO)}")
         return 0
     if args.command == "stack-phase":
         (combination,) = select([args.combination])

@@ -28,7 +28,16 @@ STACK_TEST_TIMEOUT = 900
 def _pytest(combination: Combination, check: str, paths: list[str], *extra: str) -> CheckOutcome:
     home = fresh_home(combination, check)
     finished = run(
-        [str(combination.python), "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider", *extra],
+        [
+            str(combination.python_path),
+            "-m",
+            "pytest",
+            *paths,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *extra,
+        ],
         home,
         timeout=UNIT_TIMEOUT if check == "unit" else STACK_TEST_TIMEOUT,
     )
@@ -63,8 +72,16 @@ def unit(combination: Combination) -> CheckOutcome:
         for test in NOT_APPLICABLE.get(combination.airflow, [])
         for argument in ("--deselect", test)
     ]
+    # Two processes, as on the two-core machines the matrix runs on.
     return _pytest(
-        combination, "unit", ["tests/unit", "tests/docs"], "-m", "not stack", *deselected
+        combination,
+        "unit",
+        ["tests/unit", "tests/docs"],
+        "-m",
+        "not stack",
+        "-n",
+        "2",
+        *deselected,
     )
 
 
@@ -84,7 +101,9 @@ def connection_type(combination: Combination) -> CheckOutcome:
     airflow = str(combination.env / "bin" / "airflow")
     listed = run([airflow, "providers", "list"], home, timeout=CLI_TIMEOUT)
     hooks = run([airflow, "providers", "hooks"], home, timeout=CLI_TIMEOUT)
-    probe = run([str(combination.python), "-m", "dev.compat.form_probe"], home, timeout=CLI_TIMEOUT)
+    probe = run(
+        [str(combination.python_path), "-m", "dev.compat.form_probe"], home, timeout=CLI_TIMEOUT
+    )
     seconds = round(listed.seconds + hooks.seconds + probe.seconds, 1)
     problems = []
     if PROVIDER not in listed.output:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[2]
 PINS_DIR = REPO / "requirements" / "compat"
@@ -17,9 +18,17 @@ ENVS_DIR = REPO / ".compat"
 AIRFLOW_LINES = ("2.11", "3.0", "3.1", "3.2", "3.3")
 COMMON_AI = "1.0.0"
 SDK_VERSIONS = ("1.1.0", "1.1.1")
-# What the checks run with besides the package: the test runner, its asyncio plugin, and
-# sphinx for the docs tests. Their ranges come from the dev group, so both sets agree.
-TEST_TOOLS = ("pytest", "pytest-asyncio", "sphinx")
+# The interpreter line the project's own pins are resolved for, which every line runs on; the
+# newest line also runs on the newer interpreters users have.
+PYTHON = "3.11"
+NEWER_PYTHONS = ("3.12", "3.13")
+# The newest pre-releases the index serves, run as an early warning: recorded, never gating.
+EARLY_AIRFLOW = "3.4.0b2"
+EARLY_COMMON_AI = "1.1.0rc1"
+# What the checks run with besides the package: the test runner, its asyncio plugin, xdist
+# (the unit check shares its tests between two processes), and sphinx for the docs tests.
+# Their ranges come from the dev group, so both sets agree.
+TEST_TOOLS = ("pytest", "pytest-asyncio", "pytest-xdist", "sphinx")
 # Where an Airflow line itself fails with the newest releases of its own dependencies, which
 # its metadata does not bound: a plain two-task Dag without this provider fails under
 # `airflow dags test` there. Each line is held to what the next Airflow line bounds itself to.
@@ -33,16 +42,39 @@ HELD_BACK = {
     # execution API, which `airflow dags test` runs, lets go of that lifespan.
     "3.2": ("fastapi<0.137", "svcs<26.2"),
 }
+FLOORS = "floors"
 
 
 @dataclass(frozen=True)
 class Combination:
+    """One environment of the matrix.
+
+    ``airflow`` is a line (``3.3``: its newest patch release) or an exact release
+    (``3.4.0b2``). The ``floors`` combination fixes nothing: every requirement the package
+    declares resolves to the lowest version its range allows, which proves the floors.
+    """
+
     airflow: str
     sdk: str
+    python: str = PYTHON
+    common_ai: str = COMMON_AI
+    lowest: bool = False
+    gating: bool = True
+
+    @property
+    def line(self) -> str:
+        return ".".join(str(part) for part in Version(self.airflow).release[:2])
 
     @property
     def name(self) -> str:
-        return f"airflow-{self.airflow}-sdk-{self.sdk}"
+        if self.lowest:
+            return FLOORS
+        name = f"airflow-{self.airflow}-sdk-{self.sdk}"
+        if self.common_ai != COMMON_AI:
+            name += f"-common-ai-{self.common_ai}"
+        if self.python != PYTHON:
+            name += f"-py{self.python}"
+        return name if self.gating else f"early-{name}"
 
     @property
     def pins(self) -> Path:
@@ -53,21 +85,32 @@ class Combination:
         return ENVS_DIR / self.name
 
     @property
-    def python(self) -> Path:
+    def python_path(self) -> Path:
         return self.env / "bin" / "python"
 
     def requirements(self) -> list[str]:
         """What the combination fixes; the package's own ranges come from pyproject.toml."""
+        if self.lowest:
+            # The test tools at the project's own pins: lowest-direct resolution applies to
+            # them too, and their floors are not what this combination proves.
+            return exact_test_tools()
+        is_line = len(Version(self.airflow).release) == 2
+        airflow = f"~={self.airflow}.0" if is_line else f"=={self.airflow}"
         return [
-            f"apache-airflow~={self.airflow}.0",
-            f"apache-airflow-providers-common-ai=={COMMON_AI}",
+            f"apache-airflow{airflow}",
+            f"apache-airflow-providers-common-ai=={self.common_ai}",
             f"opensandbox=={self.sdk}",
-            *HELD_BACK.get(self.airflow, ()),
+            *HELD_BACK.get(self.line, ()),
             *test_tools(),
         ]
 
 
-COMBINATIONS = tuple(Combination(airflow, sdk) for airflow in AIRFLOW_LINES for sdk in SDK_VERSIONS)
+COMBINATIONS = (
+    *(Combination(airflow, sdk) for airflow in AIRFLOW_LINES for sdk in SDK_VERSIONS),
+    *(Combination(AIRFLOW_LINES[-1], SDK_VERSIONS[-1], python=p) for p in NEWER_PYTHONS),
+    Combination(AIRFLOW_LINES[0], SDK_VERSIONS[0], lowest=True),
+    Combination(EARLY_AIRFLOW, SDK_VERSIONS[-1], common_ai=EARLY_COMMON_AI, gating=False),
+)
 
 
 def test_tools() -> list[str]:
@@ -90,3 +133,22 @@ def select(names: list[str] | None) -> tuple[Combination, ...]:
     if unknown:
         raise SystemExit(f"No combination {', '.join(unknown)}; choose from {', '.join(known)}.")
     return tuple(known[name] for name in names)
+
+
+def exact_test_tools() -> list[str]:
+    """Each of :data:`TEST_TOOLS` at the version requirements/pinned.txt pins for :data:`PYTHON`."""
+    wanted = {canonicalize_name(tool) for tool in TEST_TOOLS}
+    python = {"python_version": PYTHON, "python_full_version": f"{PYTHON}.0"}
+    pinned = (REPO / "requirements" / "pinned.txt").read_text(encoding="utf-8").splitlines()
+    found = []
+    for line in pinned:
+        if "==" not in line or line.lstrip().startswith("#"):
+            continue
+        requirement = Requirement(line)
+        marker = requirement.marker
+        if canonicalize_name(requirement.name) in wanted and (
+            not marker or marker.evaluate(python)
+        ):
+            requirement.marker = None
+            found.append(str(requirement))
+    return found

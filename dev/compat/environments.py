@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 from dev.compat.combinations import REPO, Combination
@@ -22,9 +21,19 @@ def build(combination: Combination) -> None:
     sources = (combination.pins, REPO / "pyproject.toml")
     if marker.exists() and all(marker.stat().st_mtime > s.stat().st_mtime for s in sources):
         return
-    python = shutil.which("python3") or "python3"
-    _uv("venv", "-q", "--allow-existing", "--python", python, str(combination.env))
-    _uv("pip", "sync", "-q", "--python", str(combination.python), str(combination.pins))
+    # uv finds the interpreter line on PATH (or among the ones it manages); without it, the
+    # combination fails to build, naming the line to install.
+    _uv("venv", "-q", "--allow-existing", "--python", combination.python, str(combination.env))
+    _uv("pip", "sync", "-q", "--python", str(combination.python_path), str(combination.pins))
     # Editable, so every environment runs the working tree's code; --no-deps keeps the pins exact.
-    _uv("pip", "install", "-q", "--python", str(combination.python), "--no-deps", "-e", str(REPO))
+    _uv(
+        "pip",
+        "install",
+        "-q",
+        "--python",
+        str(combination.python_path),
+        "--no-deps",
+        "-e",
+        str(REPO),
+    )
     marker.touch()

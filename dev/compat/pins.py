@@ -8,13 +8,22 @@ from pathlib import Path
 
 from dev.compat.combinations import PINS_DIR, REPO, Combination
 
-# The matrix runs on the interpreter line the project's own pins are resolved for.
-PYTHON_VERSION = "3.11"
-
 
 def header(combination: Combination) -> str:
+    if combination.lowest:
+        what = "Every declared requirement at the lowest version its range allows"
+    else:
+        airflow = (
+            f"{combination.airflow}.x"
+            if combination.airflow == combination.line
+            else combination.airflow
+        )
+        what = (
+            f"Airflow {airflow}, common-ai {combination.common_ai}, OpenSandbox SDK "
+            f"{combination.sdk}, Python {combination.python}"
+        )
     return (
-        f"# Airflow {combination.airflow}.x, OpenSandbox SDK {combination.sdk}: one combination\n"
+        f"# {what}: one combination\n"
         "# of the matrix (dev/compat). Regenerate with `make compat-pin`.\n"
     )
 
@@ -34,7 +43,8 @@ def compile_pins(combination: Combination) -> str:
                 "--no-header",
                 "--no-annotate",
                 "--python-version",
-                PYTHON_VERSION,
+                combination.python,
+                *(["--resolution", "lowest-direct"] if combination.lowest else []),
                 "--extra",
                 "opensandbox",
                 "--extra",

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dev.compat.combinations import REPO, Combination
 from dev.compat.outcome import CheckOutcome
 
 ARTIFACT = REPO / "artifacts" / "compat.json"
+VERSIONS_SHOWN = (
+    "apache-airflow",
+    "apache-airflow-providers-common-ai",
+    "apache-airflow-providers-common-compat",
+    "opensandbox",
+)
 
 
 def _pins_of(combination: Combination, names: Sequence[str]) -> dict[str, str]:
@@ -41,21 +49,99 @@ def table(results: Mapping[Combination, Sequence[CheckOutcome]]) -> str:
     return "\n".join(lines)
 
 
+def _commit() -> str:
+    """The commit the run ran, marked when the tree had changes: a table is only as true as
+    the tree it came from."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=REPO, capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    return f"{commit} (with uncommitted changes)" if git("status", "--porcelain") else commit
+
+
 def write_artifact(
     results: Mapping[Combination, Sequence[CheckOutcome]], path: Path = ARTIFACT
 ) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    document = [
-        {
-            "combination": combination.name,
-            "versions": _pins_of(
-                combination,
-                ["apache-airflow", "apache-airflow-providers-common-ai", "opensandbox"],
-            ),
-            "passed": all(outcome.passed for outcome in outcomes),
-            "checks": [outcome.as_dict() for outcome in outcomes],
-        }
-        for combination, outcomes in results.items()
-    ]
+    document = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "commit": _commit(),
+        "combinations": [
+            {
+                "combination": combination.name,
+                "python": combination.python,
+                "gating": combination.gating,
+                "versions": _pins_of(combination, VERSIONS_SHOWN),
+                "passed": all(outcome.passed for outcome in outcomes),
+                "checks": [outcome.as_dict() for outcome in outcomes],
+            }
+            for combination, outcomes in results.items()
+        ],
+    }
     path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def gating_passed(results: Mapping[Combination, Sequence[CheckOutcome]]) -> bool:
+    """Whether every check of every gating combination passed; the early-warning lane's
+    outcome is recorded, never gating."""
+    return all(o.passed for c, outcomes in results.items() if c.gating for o in outcomes)
+
+
+DOC = REPO / "docs" / "compatibility.rst"
+_START = ".. The table below is written by `python -m dev.compat doc` from artifacts/compat.json.\n"
+_END = ".. End of the written table.\n"
+
+
+def _cell(check: Mapping[str, object] | None) -> str:
+    if check is None:
+        return "not run"
+    mark = "pass" if check["passed"] else "FAIL"
+    summary = f" ({check['summary']})" if check["check"] == "unit" or not check["passed"] else ""
+    return f"{mark}, {float(str(check['seconds'])):.0f} s{summary}"
+
+
+def rst_table(document: Mapping[str, object]) -> str:
+    """The last run as the RST table docs/compatibility.rst shows, with its date and commit."""
+    rows = list(document["combinations"])  # type: ignore[call-overload]
+    checks = ["environment", "unit", "connection_type", "agent", "attach_dag"]
+    gating = [row for row in rows if row["gating"]]
+    verdict = (
+        "every check of every gating combination passed"
+        if all(row["passed"] for row in gating)
+        else "some checks FAILED (see the table)"
+    )
+    lines = [
+        f"Last run: {document['date']}, commit ``{document['commit']}``: {verdict}.",
+        "Seconds per check, on a two-core machine shared with other work; the counts are "
+        "pytest's. The early-warning lane is recorded and does not gate.",
+        "",
+        ".. list-table::",
+        "   :header-rows: 1",
+        "",
+        "   * - Combination",
+        "     - Versions (Airflow, common-ai, common-compat, SDK)",
+        *(f"     - ``{check}``" for check in checks[1:]),
+    ]
+    for row in rows:
+        by_check = {check["check"]: check for check in row["checks"]}
+        versions = ", ".join(row["versions"].values())
+        name = row["combination"] + ("" if row["gating"] else " (early warning)")
+        if not by_check.get("environment", {"passed": True})["passed"]:
+            versions += "; environment FAILED"
+        lines += [f"   * - {name}", f"     - {versions}, Python {row['python']}"]
+        lines += [f"     - {_cell(by_check.get(check))}" for check in checks[1:]]
+    return "\n".join(lines) + "\n"
+
+
+def write_doc(artifact: Path = ARTIFACT, doc: Path = DOC) -> Path:
+    """Replace the table in docs/compatibility.rst with the one of the last run."""
+    document = json.loads(artifact.read_text(encoding="utf-8"))
+    text = doc.read_text(encoding="utf-8")
+    before, rest = text.split(_START, 1)
+    _, after = rest.split(_END, 1)
+    doc.write_text(f"{before}{_START}\n{rst_table(document)}\n{_END}{after}", encoding="utf-8")
+    return doc

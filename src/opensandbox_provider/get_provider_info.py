@@ -26,14 +26,15 @@ def get_provider_info() -> dict[str, Any]:
         # The ranges of pyproject.toml, which the compatibility matrix proves (a unit test
         # keeps the two equal); shown here for whoever reads the provider's metadata.
         "dependencies": [
-            "apache-airflow>=2.11.0,<4",
+            "apache-airflow>=2.11.1,<4",
             "apache-airflow-providers-common-ai>=1.0.0,<2",
+            "apache-airflow-providers-common-compat>=1.22.0,<2",
         ],
         "optional-dependencies": {
             "opensandbox": [
                 "opensandbox>=1.1.0,<2",
                 "httpx>=0.28,<1",
-                "httpcore>=1.0,<2",
+                "httpcore>=1.0.9,<2",
                 "h11>=0.16,<1",
             ],
             "pool": [

@@ -22,10 +22,13 @@ def test_output_without_a_closing_line_has_no_counts() -> None:
     assert describe_counts({}) == "no pytest summary"
 
 
-def test_the_matrix_is_every_airflow_line_with_every_sdk() -> None:
+def test_the_matrix_is_every_airflow_line_with_every_sdk_and_the_extra_lanes() -> None:
     names = [combination.name for combination in COMBINATIONS]
-    assert len(names) == len(set(names)) == 10
+    assert len(names) == len(set(names)) == 14
     assert "airflow-2.11-sdk-1.1.0" in names and "airflow-3.3-sdk-1.1.1" in names
+    assert {"airflow-3.3-sdk-1.1.1-py3.12", "airflow-3.3-sdk-1.1.1-py3.13", "floors"} <= set(names)
+    (early,) = [c for c in COMBINATIONS if not c.gating]
+    assert early.name == "early-airflow-3.4.0b2-sdk-1.1.1-common-ai-1.1.0rc1"
 
 
 def test_an_unknown_combination_is_refused_naming_the_known_ones() -> None:
@@ -52,6 +55,19 @@ def test_the_table_and_the_artifact_say_which_check_failed(tmp_path) -> None:
     table = report.table(results)
     assert "pass 61s" in table and "FAIL 15s" in table and combination.name in table
     written = json.loads(report.write_artifact(results, tmp_path / "compat.json").read_text())
-    assert written[0]["passed"] is False
-    assert written[0]["versions"]["apache-airflow"].startswith("3.3.")
-    assert written[0]["checks"][1]["tail"] == "AssertionError"
+    (row,) = written["combinations"]
+    assert row["passed"] is False and row["gating"] is True and row["python"] == "3.11"
+    assert row["versions"]["apache-airflow"].startswith("3.3.")
+    assert row["checks"][1]["tail"] == "AssertionError"
+    assert written["commit"] and written["date"]
+    assert report.gating_passed(results) is False
+
+
+def test_the_early_warning_lane_is_recorded_but_does_not_gate() -> None:
+    (early,) = [c for c in COMBINATIONS if not c.gating]
+    (gating,) = select(["airflow-3.3-sdk-1.1.1"])
+    results = {
+        gating: [CheckOutcome("unit", True, 1.0, "1 passed")],
+        early: [CheckOutcome("unit", False, 1.0, "1 failed", "ImportError")],
+    }
+    assert report.gating_passed(results) is True

@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from dev.compat.combinations import COMBINATIONS, COMMON_AI, HELD_BACK, PINS_DIR, Combination
+from dev.compat.combinations import COMBINATIONS, HELD_BACK, PINS_DIR, Combination
 
 REPO = Path(__file__).resolve().parents[2]
 PIN_FILES = [REPO / "requirements" / "pinned.txt", *(c.pins for c in COMBINATIONS)]
@@ -103,12 +103,27 @@ def test_every_declared_range_stops_below_a_major_release(requirement: Requireme
     assert upper.release[1:] in ((), (0,)) and upper > lower, requirement
 
 
-@pytest.mark.parametrize("combination", COMBINATIONS, ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "combination", [c for c in COMBINATIONS if not c.lowest], ids=lambda c: c.name
+)
 def test_each_combination_is_pinned_at_its_own_versions(combination: Combination) -> None:
     pins = pins_of(combination.pins)
-    assert Version(pins["apache-airflow"]).release[:2] == Version(combination.airflow).release
+    if combination.airflow == combination.line:
+        assert Version(pins["apache-airflow"]).release[:2] == Version(combination.airflow).release
+    else:
+        assert pins["apache-airflow"] == combination.airflow
     assert pins["opensandbox"] == combination.sdk
-    assert pins["apache-airflow-providers-common-ai"] == COMMON_AI
+    assert pins["apache-airflow-providers-common-ai"] == combination.common_ai
+
+
+def test_the_floors_combination_pins_each_declared_requirement_at_its_floor() -> None:
+    # What proves a floor: the matrix runs every check with each declared requirement at the
+    # lowest version its range allows.
+    (floors,) = [c for c in COMBINATIONS if c.lowest]
+    pins = pins_of(floors.pins)
+    for requirement in declared():
+        (lower,) = [spec.version for spec in requirement.specifier if spec.operator == ">="]
+        assert Version(pins[canonicalize_name(requirement.name)]) == Version(lower), requirement
 
 
 @pytest.mark.parametrize("combination", COMBINATIONS, ids=lambda c: c.name)
@@ -117,7 +132,7 @@ def test_each_combination_is_pinned_within_what_its_line_holds_back(
 ) -> None:
     # A hold added without `make compat-pin` would leave the pins at the failing release.
     pins = pins_of(combination.pins)
-    for line in HELD_BACK.get(combination.airflow, ()):
+    for line in HELD_BACK.get(combination.line, ()):
         requirement = Requirement(line)
         version = pins[canonicalize_name(requirement.name)]
         assert requirement.specifier.contains(version), f"{combination.name}: {version}, {line}"

@@ -12,13 +12,17 @@ from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
 import pytest
-from airflow.providers.common.ai.sandbox.base import SandboxError
 
-from opensandbox_provider._identity import TaskInstanceIdentity
-from opensandbox_provider.hooks._sandboxes import SandboxSummary
-from opensandbox_provider.plugins._app import ServerSandboxes
-from opensandbox_provider.plugins._page import render_page
-from opensandbox_provider.plugins.sandboxes import PAGE, OpenSandboxPlugin
+# Airflow 3's UI serves the view as a FastAPI app; Airflow 2 has no FastAPI and no such UI.
+pytest.importorskip("fastapi", reason="the Sandboxes view is a FastAPI app of Airflow 3's UI")
+
+from airflow.providers.common.ai.sandbox.base import SandboxError  # noqa: E402
+
+from opensandbox_provider._identity import TaskInstanceIdentity  # noqa: E402
+from opensandbox_provider.hooks._sandboxes import SandboxSummary  # noqa: E402
+from opensandbox_provider.plugins._app import ServerSandboxes  # noqa: E402
+from opensandbox_provider.plugins._page import render_page  # noqa: E402
+from opensandbox_provider.plugins.sandboxes import PAGE, OpenSandboxPlugin  # noqa: E402
 
 
 def _summary(identity: TaskInstanceIdentity | None, **fields: object) -> SandboxSummary:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-ENDED = frozenset({"success", "failed", "skipped", "upstream_failed", "removed", "up_for_retry"})
+ENDED = frozenset(
+    {"success", "failed", "skipped", "upstream_failed", "removed", "up_for_retry", "shutdown"}
+)
 """
 The states after which no try of a task instance uses the sandboxes it made. Failed with
 retries left (``up_for_retry``) is one: the next try's first act is to kill what earlier
 tries left, so it never uses their sandboxes, and a try Airflow already counted as failed
 (a worker that stopped heartbeating) has nothing to finish that Airflow would keep.
+``shutdown`` is Airflow 2's state of a try it was stopping, which Airflow 3 dropped; that try
+is over.
 """
 
 ALIVE = frozenset(

@@ -1,0 +1,89 @@
+"""Every module of the package imports, and every name it takes from another package exists.
+
+The compatibility matrix runs this on each Airflow line and on the floors combination (each
+declared requirement at the lowest version its range allows), which is what makes a floor
+in pyproject.toml true: a name added to an import that an older release lacks fails here.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import opensandbox_provider
+
+PACKAGE = Path(opensandbox_provider.__file__).parent
+
+
+# The Sandboxes view's app is a FastAPI app of Airflow 3's UI; Airflow 2 has no FastAPI.
+AIRFLOW_3_ONLY = {"opensandbox_provider.plugins._app"}
+
+
+def modules() -> list[Any]:
+    names = sorted(
+        info.name for info in pkgutil.walk_packages([str(PACKAGE)], prefix="opensandbox_provider.")
+    )
+    only_3 = pytest.mark.airflow_at_least("3.0", reason="a FastAPI app of Airflow 3's UI")
+    return [pytest.param(name, marks=only_3) if name in AIRFLOW_3_ONLY else name for name in names]
+
+
+def _guarded(tree: ast.AST) -> set[int]:
+    """The ids of imports inside a ``try`` that catches ImportError: the package's choice
+    between what different lines have, where a missing name is expected."""
+    guarded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+            "ImportError" in ast.unparse(handler.type or ast.Name("BaseException"))
+            or "ModuleNotFoundError" in ast.unparse(handler.type or ast.Name("BaseException"))
+            for handler in node.handlers
+        ):
+            guarded |= {id(inner) for statement in node.body for inner in ast.walk(statement)}
+    return guarded
+
+
+def imported_names() -> list[tuple[str, str, str]]:
+    """(our module, the module it imports from, the name) for each ``from x import y`` of
+    Airflow or the SDK, at any depth of the module (lazy imports included), but for those
+    the package guards with a ``try``."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        guarded = _guarded(tree)
+        for node in ast.walk(tree):
+            if id(node) in guarded:
+                continue
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if (
+                    node.module.startswith(("airflow", "opensandbox."))
+                    or node.module == "opensandbox"
+                ):
+                    for alias in node.names:
+                        found.append((str(path.relative_to(PACKAGE)), node.module, alias.name))
+    return found
+
+
+@pytest.mark.parametrize("module", modules())
+def test_every_module_of_the_package_imports(module: str) -> None:
+    importlib.import_module(module)
+
+
+def test_every_name_the_package_imports_from_airflow_or_the_sdk_exists() -> None:
+    missing = []
+    for ours, module, name in imported_names():
+        try:
+            imported = importlib.import_module(module)
+        except ImportError:
+            # A module a line does not have is imported behind a try of the line's own;
+            # the module test above proves the package imports all the same.
+            continue
+        if not hasattr(imported, name):
+            try:
+                importlib.import_module(f"{module}.{name}")
+            except ImportError:
+                missing.append(f"{ours}: from {module} import {name}")
+    assert missing == [], "\n".join(missing)
