@@ -79,9 +79,11 @@ def test_both_archives_carry_the_version_classifiers_and_project_urls(dists: Dis
     for metadata in (wheel_metadata(dists), sdist_metadata(dists)):
         assert metadata["Version"] == declared["version"]
         assert metadata.get_all("Classifier") == declared["classifiers"]
-        urls = dict(entry.split(", ", 1) for entry in metadata.get_all("Project-URL"))
-        assert urls == declared["urls"]
-        assert set(urls) == {"Documentation", "Source", "Changelog", "Issues"}
+        urls = dict(entry.split(", ", 1) for entry in metadata.get_all("Project-URL") or ())
+        assert urls == declared.get("urls", {})
+        # A link an index shows is an absolute address; until the repository has a public
+        # home there is none that is true (docs/releasing.rst).
+        assert all(url.startswith("https://") for url in urls.values()), urls
         assert metadata["License-Expression"] == "Apache-2.0"
 
 
