@@ -286,7 +286,8 @@ class OpenSandboxOperator(BaseOperator):
         # Airflow renders a mapped task's fields through this method of the task it unmaps,
         # never through render_template_fields, and offers no public hook there, so what this
         # operator adds to rendering is here, for a mapped task and a plain one alike
-        # (tests/unit/test_airflow_internals.py fails if Airflow stops calling it). A nested object is Airflow's alone.
+        # (tests/unit/test_airflow_internals.py fails if Airflow stops calling it). A nested
+        # object is Airflow's alone.
         if parent is not self:
             super()._do_render_template_fields(
                 parent, template_fields, context, jinja_env, seen_oids
