@@ -1,14 +1,14 @@
 """Provider metadata, read by Airflow through the ``apache_airflow_provider`` entry point.
 
 Airflow 3.3 builds the connection form from ``conn-fields`` and ``ui-field-behaviour`` here, without
-importing the hook, so everything the form shows lives in this dict.
+importing the hook, so everything the form shows lives in this dict. It holds only what Airflow
+reads at run time: the version Airflow shows comes from the distribution's metadata, and the
+dependency ranges live in pyproject.toml alone.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from opensandbox_provider import __version__
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -22,26 +22,6 @@ def get_provider_info() -> dict[str, Any]:
             "apache-airflow-providers-common-ai, an operator and a deferrable trigger for a "
             "command, and the @task.opensandbox decorator."
         ),
-        "versions": [__version__],
-        # The ranges of pyproject.toml, which the compatibility matrix proves (a unit test
-        # keeps the two equal); shown here for whoever reads the provider's metadata.
-        "dependencies": [
-            "apache-airflow>=2.11.1,<4",
-            "apache-airflow-providers-common-ai>=1.0.0,<2",
-            "apache-airflow-providers-common-compat>=1.22.0,<2",
-        ],
-        "optional-dependencies": {
-            "opensandbox": [
-                "opensandbox>=1.1.0,<2",
-                "httpx>=0.28,<1",
-                "httpcore>=1.0.9,<2",
-                "h11>=0.16,<1",
-            ],
-            "pool": [
-                "opensandbox>=1.1.0,<2",
-                "redis>=5.0,<9",
-            ],
-        },
         "integrations": [
             {
                 "integration-name": "OpenSandbox",
@@ -76,6 +56,16 @@ def get_provider_info() -> dict[str, Any]:
                 "name": "opensandbox",
             }
         ],
+        # Airflow reads this list only when it discovers providers eagerly ([core]
+        # lazy_discover_providers = False); otherwise it loads plugins from the
+        # airflow.plugins entry point alone, so pyproject.toml declares that too, as Airflow's
+        # own providers do.
+        "plugins": [
+            {
+                "name": "opensandbox",
+                "plugin-class": "opensandbox_provider.plugins.sandboxes.OpenSandboxPlugin",
+            }
+        ],
         "config": {
             "opensandbox": {
                 "description": "Settings of the OpenSandbox provider, read by every process.\n",
@@ -94,7 +84,20 @@ def get_provider_info() -> dict[str, Any]:
                         "type": "string",
                         "example": "production",
                         "default": "",
-                    }
+                    },
+                    "sandboxes_view": {
+                        "description": (
+                            "Show the Sandboxes view in the Airflow 3 UI (Browse, and each task "
+                            "instance's Sandboxes tab) and serve its pages under /opensandbox on "
+                            "the api-server. False leaves the plugin empty; the hook's listing "
+                            "and kill work either way. Read once when a process loads its "
+                            "plugins, so a change takes a restart of the api-server.\n"
+                        ),
+                        "version_added": "1.1.0",
+                        "type": "boolean",
+                        "example": "False",
+                        "default": "True",
+                    },
                 },
             }
         },

@@ -4,6 +4,7 @@ of the package alone, and a backend that imports quickly and leaves the SDK unlo
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -26,6 +27,32 @@ PACKAGE = "opensandbox_provider"
 # file has: the dag-processor pays it once per parsing process.
 IMPORT_BUDGET_SECONDS = 2.0
 BACKEND_MODULE = "opensandbox_provider.sandbox.backend"
+SYSTEM_TESTS = REPO / "system_tests"
+# In the installed venv, what Airflow makes of the provider and of the system-test Dags: the
+# provider info through its entry point, the plugin, and each Dag as the dag-processor parses it.
+_AS_AIRFLOW_SEES_IT = """
+import json, sys
+from airflow.plugins_manager import get_plugin_info
+from airflow.providers_manager import ProvidersManager
+try:
+    from airflow.dag_processing.dagbag import DagBag
+except ImportError:  # Airflow before 3.2 keeps it with the models
+    from airflow.models.dagbag import DagBag
+from opensandbox_provider.get_provider_info import get_provider_info
+manager = ProvidersManager()
+provider = manager.providers["airflow-provider-opensandbox"]
+# Airflow adds keys of its own (documentation-url); every one of ours must be as we wrote it.
+info = all(provider.data.get(key) == value for key, value in get_provider_info().items())
+bag = DagBag(dag_folder=sys.argv[1])
+print(json.dumps({
+    "version": provider.version,
+    "info": info,
+    "hook": manager.hooks["opensandbox"].hook_class_name,
+    "plugins": [plugin["name"] for plugin in get_plugin_info()],
+    "errors": sorted(bag.import_errors.values()),
+    "dags": sorted(bag.dags),
+}))
+"""
 
 
 def project() -> dict:
@@ -79,9 +106,11 @@ def test_both_archives_carry_the_version_classifiers_and_project_urls(dists: Dis
     for metadata in (wheel_metadata(dists), sdist_metadata(dists)):
         assert metadata["Version"] == declared["version"]
         assert metadata.get_all("Classifier") == declared["classifiers"]
-        urls = dict(entry.split(", ", 1) for entry in metadata.get_all("Project-URL"))
-        assert urls == declared["urls"]
-        assert set(urls) == {"Documentation", "Source", "Changelog", "Issues"}
+        urls = dict(entry.split(", ", 1) for entry in metadata.get_all("Project-URL") or ())
+        assert urls == declared.get("urls", {})
+        # A link an index shows is an absolute address; until the repository has a public
+        # home there is none that is true (docs/releasing.rst).
+        assert all(url.startswith("https://") for url in urls.values()), urls
         assert metadata["License-Expression"] == "Apache-2.0"
 
 
@@ -136,3 +165,26 @@ def test_a_dag_file_constructing_the_installed_backend_imports_no_sdk_module(
     seen = json.loads(with_extra.run(str(dag)).stdout.splitlines()[-1])
     assert seen["installed"], "the extra did not install the SDK, so this proves nothing"
     assert seen["loaded"] == []
+
+
+def test_the_installed_wheel_registers_the_provider_and_parses_every_system_test_dag(
+    with_extra: Venv,
+) -> None:
+    dags = with_extra.home / "dags"
+    shutil.copytree(SYSTEM_TESTS, dags, ignore=shutil.ignore_patterns("__pycache__"))
+    result = with_extra.run(
+        "-c", _AS_AIRFLOW_SEES_IT, str(dags), env={"AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    )
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert seen["version"] == project()["version"]
+    assert seen["info"], "Airflow read other provider info than get_provider_info returns"
+    assert seen["hook"] == "opensandbox_provider.hooks.opensandbox.OpenSandboxHook"
+    assert "opensandbox" in seen["plugins"]
+    assert seen["errors"] == []
+    assert seen["dags"] == [
+        "example_opensandbox_maintenance",
+        "example_opensandbox_operator",
+        "example_sandbox_toolset_opensandbox",
+        "example_sandbox_toolset_opensandbox_attach",
+        "example_sandbox_toolset_opensandbox_attach_prepared",
+    ]

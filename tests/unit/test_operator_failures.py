@@ -98,13 +98,20 @@ def operator(**arguments: Any) -> OpenSandboxOperator:
 def test_a_file_of_a_type_that_cannot_be_copied_in_is_refused_before_any_sandbox(
     backend, source, kind
 ) -> None:
-    made = operator(files={"ok.txt": "fine", "in.csv": source})
-    with pytest.raises(AirflowException) as raised:
-        made.execute({})  # type: ignore[arg-type]
-    assert str(raised.value) == (
+    message = (
         f"files['in.csv'] is a {kind}; give text, bytes, an ObjectStoragePath or an Asset to "
         "copy in."
     )
+    # Given in the Dag, it fails the Dag's parse; rendered from an upstream task's output, it
+    # fails the task before any sandbox.
+    with pytest.raises(ValueError) as refused:
+        operator(files={"ok.txt": "fine", "in.csv": source})
+    assert str(refused.value) == message
+    made = operator(files={"ok.txt": "fine"})
+    made.files["in.csv"] = source
+    with pytest.raises(AirflowException) as raised:
+        made.execute({})  # type: ignore[arg-type]
+    assert str(raised.value) == message
     assert backend.calls == []
 
 

@@ -87,6 +87,19 @@ def test_the_installation_page_states_each_declared_range(line: str) -> None:
     assert f"``{line}``" in page, f"docs/installation.rst does not state {line}"
 
 
+def pool_lines() -> list[str]:
+    """The pool extra's own requirements, beside the SDK the other extra declares too."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    return [line for line in extras["pool"] if line not in extras["opensandbox"]]
+
+
+@pytest.mark.parametrize("line", pool_lines())
+def test_the_installation_page_states_the_pool_extras_own_range(line: str) -> None:
+    page = (REPO / "docs" / "installation.rst").read_text(encoding="utf-8")
+    assert f"``{line}``" in page, f"docs/installation.rst does not state {line}"
+
+
 # The README names the ranges of Airflow, common-ai and the SDK; the HTTP libraries' are on
 # the installation page.
 @pytest.mark.parametrize("line", declared_lines(only_the_sdk_from_the_extra=True))

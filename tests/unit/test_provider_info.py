@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import json
 import tomllib
+from importlib import resources
 from importlib.metadata import distribution
 from pathlib import Path
 
@@ -106,8 +108,31 @@ def test_airflow_offers_the_decorator_as_task_opensandbox() -> None:
     assert task.opensandbox is opensandbox_task
 
 
-def test_the_provider_info_declares_the_ranges_pyproject_declares() -> None:
+def test_the_provider_info_holds_only_what_airflow_reads() -> None:
+    # Airflow's schema names every key it reads; a version or dependency ranges kept here
+    # would be a second copy of the distribution's metadata for nobody, and drift from it.
+    schema = json.loads(
+        resources.files("airflow").joinpath("provider_info.schema.json").read_text("utf-8")
+    )
+    assert set(get_provider_info()) <= set(schema["properties"])
+
+
+def test_airflow_reports_the_distributions_version_for_the_provider() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    info = get_provider_info()
-    assert info["dependencies"] == project["dependencies"]
-    assert info["optional-dependencies"] == project["optional-dependencies"]
+    assert ProvidersManager().providers[DISTRIBUTION].version == project["version"]
+
+
+def test_the_providers_manager_lists_the_sandboxes_view_among_the_providers_plugins() -> None:
+    (plugin,) = [p for p in ProvidersManager().plugins if p.provider_name == DISTRIBUTION]
+    assert plugin.name == "opensandbox"
+    assert importlib.import_module(plugin.plugin_class.rsplit(".", 1)[0]).OpenSandboxPlugin
+
+    from opensandbox_provider.plugins.sandboxes import OpenSandboxPlugin
+
+    assert plugin.plugin_class == f"{OpenSandboxPlugin.__module__}.{OpenSandboxPlugin.__name__}"
+
+
+def test_the_sandboxes_view_setting_is_declared_on_by_default() -> None:
+    option = get_provider_info()["config"]["opensandbox"]["options"]["sandboxes_view"]
+    assert option["type"] == "boolean"
+    assert option["default"] == "True"

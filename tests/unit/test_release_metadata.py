@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from importlib.metadata import distribution
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
@@ -29,7 +30,9 @@ def python_versions_tested() -> list[str]:
 def test_the_package_airflow_and_the_distribution_report_one_version() -> None:
     version = project()["version"]
     assert opensandbox_provider.__version__ == version
-    assert get_provider_info()["versions"] == [version]
+    # What Airflow shows for the provider is the installed distribution's version.
+    assert distribution("airflow-provider-opensandbox").version == version
+    assert "versions" not in get_provider_info()
 
 
 def test_the_changelog_opens_with_the_version_being_released() -> None:

@@ -5,6 +5,8 @@ parameters' names."""
 from __future__ import annotations
 
 import inspect
+import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -49,6 +51,62 @@ def test_the_plugin_is_registered_for_airflow_and_links_the_page_from_the_ui() -
     assert views["nav"]["href"] == PAGE
     assert "{DAG_ID}" in views["task_instance"]["href"]
     assert OpenSandboxPlugin.fastapi_apps[0]["url_prefix"] == "/opensandbox"
+
+
+# What Airflow's plugins manager, in a process of its own, mounts and shows of this plugin.
+_MOUNTED = (
+    "import json\n"
+    "from airflow import plugins_manager\n"
+    "apps, _ = plugins_manager.get_fastapi_plugins()\n"
+    "(ours,) = [p for p in plugins_manager.get_plugin_info() if p['name'] == 'opensandbox']\n"
+    "print(json.dumps({'prefixes': [app['url_prefix'] for app in apps],"
+    " 'views': [v['url_route'] for v in ours['external_views']]}))\n"
+)
+
+
+def _mounted(**settings: str) -> dict[str, list[str]]:
+    result = subprocess.run(
+        [sys.executable, "-c", _MOUNTED],
+        env=os.environ | settings,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_with_the_setting_off_airflow_mounts_no_app_and_links_no_view() -> None:
+    # With providers discovered eagerly, so the plugin comes through the provider info as
+    # well as the entry point. The browser test (tests/airflow_path) sees the view when on.
+    hidden = _mounted(
+        AIRFLOW__OPENSANDBOX__SANDBOXES_VIEW="False", AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS="False"
+    )
+    assert "/opensandbox" not in hidden["prefixes"]
+    assert hidden["views"] == []
+
+
+def test_with_the_setting_on_the_plugin_holds_the_app_and_both_views(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+
+    from opensandbox_provider.plugins import sandboxes
+
+    monkeypatch.setenv("AIRFLOW__OPENSANDBOX__SANDBOXES_VIEW", "True")
+    try:
+        reloaded = importlib.reload(sandboxes).OpenSandboxPlugin
+        assert [app["url_prefix"] for app in reloaded.fastapi_apps] == ["/opensandbox"]
+        assert [view["url_route"] for view in reloaded.external_views] == [
+            "opensandbox-sandboxes",
+            "opensandbox-task-sandboxes",
+        ]
+        monkeypatch.setenv("AIRFLOW__OPENSANDBOX__SANDBOXES_VIEW", "False")
+        off = importlib.reload(sandboxes).OpenSandboxPlugin
+        assert off.fastapi_apps == [] and off.external_views == []
+    finally:
+        monkeypatch.undo()
+        importlib.reload(sandboxes)
 
 
 def test_loading_the_plugin_imports_no_api_server_code() -> None:

@@ -84,6 +84,23 @@ def network_policy(spec: SandboxSpec | None) -> NetworkPolicy | None:
     No policy is sent for an open spec, so a server without the egress sidecar can still
     run it. Raises :class:`SandboxTerminalError` for a spec this backend cannot enforce.
     """
+    targets = allowed_targets(spec)
+    if targets is None:
+        return None
+    from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
+
+    rules = [NetworkRule(action="allow", target=target) for target in targets]
+    return NetworkPolicy(defaultAction="deny", egress=rules or None)
+
+
+def allowed_targets(spec: SandboxSpec | None) -> list[str] | None:
+    """
+    The hosts and ranges a deny-by-default spec allows, checked and in the sidecar's form, or
+    ``None`` for a spec that denies nothing.
+
+    Needs no SDK, so the operator runs it when the Dag is parsed. Raises
+    :class:`SandboxTerminalError` for a spec this backend cannot enforce.
+    """
     if spec is None:
         return None
     hosts = _hostnames(spec.allow_egress_to)
@@ -102,10 +119,7 @@ def network_policy(spec: SandboxSpec | None) -> NetworkPolicy | None:
                 "to allow only those ranges, or drop allow_egress_to_cidrs."
             )
         return None
-    from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
-
-    rules = [NetworkRule(action="allow", target=target) for target in hosts + ranges]
-    return NetworkPolicy(defaultAction="deny", egress=rules or None)
+    return hosts + ranges
 
 
 def explain_refusal(error: Exception, policy: NetworkPolicy | None) -> Exception:

@@ -26,6 +26,12 @@ from opensandbox_provider.execd._background import output_paths, separated
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.operators._assets import add_new, declared_assets, shown
 from opensandbox_provider.operators._files import check_files, copy_outputs, write_files
+from opensandbox_provider.operators._parse_checks import (
+    check_file_sources,
+    check_spec,
+    exit_codes,
+    seconds,
+)
 from opensandbox_provider.operators._result import read_result
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
@@ -202,8 +208,10 @@ class OpenSandboxOperator(BaseOperator):
         self.env = dict(env or {})
         self.private_env = dict(private_env or {})
         self.spec = SandboxSpec() if spec is None else spec
+        check_spec(self.spec)
         self.snapshot = snapshot
         self.files = dict(files or {})
+        check_file_sources(self.files)
         self.outputs = dict(outputs or {})
         # Declared so that Airflow records an asset event for each output when the task
         # succeeds, and a Dag scheduled on one runs; text to copy in names no asset.
@@ -213,19 +221,13 @@ class OpenSandboxOperator(BaseOperator):
             declared_assets(v for v in self.files.values() if not isinstance(v, str | bytes)),
         )
         self.xcom_path = xcom_path
-        self.command_timeout = command_timeout
+        self.command_timeout = seconds(command_timeout, "command_timeout")
         self.max_output_bytes = max_output_bytes
         self.max_file_bytes = max_file_bytes
-        self.skip_on_exit_code = (
-            frozenset()
-            if skip_on_exit_code is None
-            else frozenset([skip_on_exit_code])
-            if isinstance(skip_on_exit_code, int)
-            else frozenset(skip_on_exit_code)
-        )
+        self.skip_on_exit_code = exit_codes(skip_on_exit_code)
         self.opensandbox_conn_id = opensandbox_conn_id
         self.deferrable = deferrable
-        self.poll_interval = poll_interval
+        self.poll_interval = seconds(poll_interval, "poll_interval")
         # What the sandbox is created with that is never templated, as the backend takes it.
         self.sandbox_arguments: dict[str, Any] = {
             "sandbox_timeout": sandbox_timeout,
@@ -282,8 +284,10 @@ class OpenSandboxOperator(BaseOperator):
         seen_oids: set[int],
     ) -> None:
         # Airflow renders a mapped task's fields through this method of the task it unmaps,
-        # never through render_template_fields, so what this operator adds to rendering is
-        # here, for a mapped task and a plain one alike. A nested object is Airflow's alone.
+        # never through render_template_fields, and offers no public hook there, so what this
+        # operator adds to rendering is here, for a mapped task and a plain one alike
+        # (tests/unit/test_airflow_internals.py fails if Airflow stops calling it). A nested
+        # object is Airflow's alone.
         if parent is not self:
             super()._do_render_template_fields(
                 parent, template_fields, context, jinja_env, seen_oids

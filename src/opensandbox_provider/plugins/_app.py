@@ -54,6 +54,9 @@ class ServerSandboxes:
 
 async def _user(request: Request) -> Any:
     """The signed-in user, exactly as Airflow's own routes resolve one; 401 without one."""
+    # Airflow offers plugins no public way to resolve the user; its routes take this
+    # dependency, called here directly, so its parameters are named as they are declared
+    # (test_sandboxes_view.py checks them on the installed Airflow).
     from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
 
     credentials = await bearer_scheme(request)

@@ -16,6 +16,9 @@ def opensandbox_connection_ids() -> list[str]:
 
 
 def _from_database() -> list[str]:
+    # Airflow has no public call that lists connections by type; the api-server's own routes
+    # read them through this session and model, which tests/unit/test_airflow_internals.py
+    # checks are still where this imports them from.
     from airflow.models.connection import Connection
     from airflow.utils.session import create_session
     from sqlalchemy import select

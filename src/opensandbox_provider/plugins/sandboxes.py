@@ -1,8 +1,10 @@
 """The Sandboxes view: an Airflow 3 UI page of every sandbox this provider made, with a kill.
 
-Registered through the ``airflow.plugins`` entry point. Every Airflow process loads plugins,
-a task's too, and Airflow's API security module alone takes seconds to import, so the page's
-FastAPI app is built on its first request, in the api-server only (``_app.py``).
+Registered as Airflow's own providers register theirs: in the provider info's ``plugins`` and
+through the ``airflow.plugins`` entry point. Every Airflow process loads plugins, a task's too,
+and Airflow's API security module alone takes seconds to import, so the page's FastAPI app is
+built on its first request, in the api-server only (``_app.py``). ``[opensandbox]
+sandboxes_view = False`` leaves the plugin empty: no page, no link, no app.
 """
 
 from __future__ import annotations
@@ -10,9 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
+from airflow.providers.common.compat.sdk import conf
 
 URL_PREFIX = "/opensandbox"
 PAGE = f"{URL_PREFIX}/sandboxes"
+
+
+def view_enabled() -> bool:
+    """Whether this deployment shows the Sandboxes view (``[opensandbox] sandboxes_view``)."""
+    return conf.getboolean("opensandbox", "sandboxes_view", fallback=True)
 
 
 class _AppOnFirstRequest:
@@ -36,22 +44,30 @@ class OpenSandboxPlugin(AirflowPlugin):
     """The Sandboxes page in the UI's Browse menu, and a task instance's sandboxes on its page."""
 
     name = "opensandbox"
-    fastapi_apps = [
-        {"app": _AppOnFirstRequest(), "url_prefix": URL_PREFIX, "name": "OpenSandbox sandboxes"}
-    ]
-    external_views = [
-        {
-            "name": "Sandboxes",
-            "href": PAGE,
-            "destination": "nav",
-            "category": "browse",
-            "url_route": "opensandbox-sandboxes",
-        },
-        {
-            "name": "Sandboxes",
-            "href": f"{PAGE}?dag_id={{DAG_ID}}&run_id={{RUN_ID}}&task_id={{TASK_ID}}"
-            "&map_index={MAP_INDEX}",
-            "destination": "task_instance",
-            "url_route": "opensandbox-task-sandboxes",
-        },
-    ]
+    # Read as Airflow loads the plugin, which it does once per process, after its settings.
+    _enabled = view_enabled()
+    fastapi_apps = (
+        [{"app": _AppOnFirstRequest(), "url_prefix": URL_PREFIX, "name": "OpenSandbox sandboxes"}]
+        if _enabled
+        else []
+    )
+    external_views = (
+        [
+            {
+                "name": "Sandboxes",
+                "href": PAGE,
+                "destination": "nav",
+                "category": "browse",
+                "url_route": "opensandbox-sandboxes",
+            },
+            {
+                "name": "Sandboxes",
+                "href": f"{PAGE}?dag_id={{DAG_ID}}&run_id={{RUN_ID}}&task_id={{TASK_ID}}"
+                "&map_index={MAP_INDEX}",
+                "destination": "task_instance",
+                "url_route": "opensandbox-task-sandboxes",
+            },
+        ]
+        if _enabled
+        else []
+    )

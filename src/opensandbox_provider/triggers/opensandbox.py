@@ -462,6 +462,9 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         if ti is None:
             return None
         try:
+            # The Task SDK offers this lookup publicly only on a running task's instance; a
+            # trigger holds none, and the class's static method makes the same call through
+            # the triggerer's supervisor. tests/unit/test_airflow_internals.py fails if it moves.
             from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
             states = await asyncio.to_thread(
