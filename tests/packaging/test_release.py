@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from dev.airflow_stack.running import CONN_ID
+from dev.stack.state import ServerInfo
 from tests.packaging import importtime
 from tests.packaging.conftest import REPO, Dists, Venv
 from tests.unit.test_dag_parse import DAG_FILE
@@ -188,3 +190,58 @@ def test_the_installed_wheel_registers_the_provider_and_parses_every_system_test
         "example_sandbox_toolset_opensandbox_attach",
         "example_sandbox_toolset_opensandbox_attach_prepared",
     ]
+
+
+# A Dag as a user writes it after installing the wheel: one command in a sandbox, its output
+# checked by the next task through the XCom the operator pushes.
+_ONE_COMMAND_DAG = '''
+from datetime import datetime
+
+from airflow.sdk import dag, task
+
+from airflow.providers.common.ai.sandbox import SandboxSpec
+from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
+
+
+@dag(schedule=None, start_date=datetime(2026, 1, 1), catchup=False)
+def installed_wheel_runs_a_command():
+    said = OpenSandboxOperator(
+        task_id="say",
+        command="echo from-the-installed-wheel",
+        opensandbox_conn_id="{conn_id}",
+        # The stack's plain server has no egress sidecar to enforce a deny-all policy.
+        spec=SandboxSpec(block_network=False),
+    )
+
+    @task
+    def check(result):
+        assert "from-the-installed-wheel" in result["stdout"], result
+
+    check(said.output)
+
+
+installed_wheel_runs_a_command()
+'''
+
+
+@pytest.mark.stack
+def test_a_dag_runs_a_command_in_a_sandbox_on_the_installed_wheel(
+    with_extra: Venv, plain_server: ServerInfo
+) -> None:
+    # The install a user makes from `make dist`, with nothing of the source tree: its Airflow,
+    # its provider, a sandbox on the stack's server, and a task that reads the result.
+    dags = with_extra.home / "run-dags"
+    dags.mkdir(exist_ok=True)
+    (dags / "installed_wheel.py").write_text(_ONE_COMMAND_DAG.replace("{conn_id}", CONN_ID))
+    environment = {
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        **plain_server.airflow_connection_env(CONN_ID, use_server_proxy=True),
+    }
+    with_extra.run("-m", "airflow", "db", "migrate", env=environment)
+    result = with_extra.run(
+        "-m", "airflow", "dags", "test", "installed_wheel_runs_a_command", env=environment
+    )
+    output = result.stdout + result.stderr
+    assert "state=success" in output, output[-4000:]
+    assert "Destroyed sandbox" in output, output[-4000:]
