@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,9 +22,11 @@ from opensandbox.pool import InMemoryPoolStateStore
 
 from opensandbox_provider import _metrics
 from opensandbox_provider.egress._policy import network_policy, require_enforced
+from opensandbox_provider.execd._events import EventParser, StreamedCommand
 from opensandbox_provider.maintenance._cleanup import kill_leaked_sandboxes
 from opensandbox_provider.operators._tries import kill_other_tries
 from opensandbox_provider.pool import ServerPool, WarmPool
+from opensandbox_provider.sandbox import OpenSandboxBackend
 from opensandbox_provider.sandbox._creation import route
 from tests.unit.sandbox_server import Scripted, sandbox_services
 from tests.unit.test_maintenance import FakeHook as CleanupHook
@@ -153,3 +156,29 @@ def test_a_proven_policy_counts_nothing(stats: Recorder) -> None:
     with sandbox_services(Scripted({"/proxy/18080/policy": [(200, sidecar_answer())]})) as http:
         require_enforced(http, policy, sandbox="sb-1")
     assert stats.sent == []
+
+
+class Stalling(OpenSandboxBackend):
+    """A backend whose one sandbox's command stream is abandoned as stalled."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.destroyed: list[str] = []
+
+    def _command_slot(self, sandbox: str, timeout: float):  # type: ignore[no-untyped-def]
+        class Execd:
+            def run(self, command: str, **_: Any) -> StreamedCommand:
+                return StreamedCommand(EventParser(1024), abandoned="it sent nothing for 60s")
+
+        record = SimpleNamespace(sdk=SimpleNamespace(id=sandbox), execd=Execd(), workdir=None)
+        return record, int(timeout * 1000)
+
+    def _destroy_quietly(self, sandbox: str, *, after: str) -> None:
+        self.destroyed.append(sandbox)
+
+
+def test_an_abandoned_stream_is_counted_as_its_sandbox_is_destroyed(stats: Recorder) -> None:
+    backend = Stalling()
+    result = backend.run_command("sb-1", "sleep 600", timeout=900, max_output_bytes=1024)
+    assert result.sandbox_terminated and backend.destroyed == ["sb-1"]
+    assert stats.sent == [("incr", "opensandbox.command.abandoned", 1, {})]
