@@ -28,6 +28,7 @@ from opensandbox_provider.operators._tries import kill_other_tries
 from opensandbox_provider.pool import ServerPool, WarmPool
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from opensandbox_provider.sandbox._creation import route
+from tests.sent_metrics import Recorder, recording
 from tests.unit.sandbox_server import Scripted, sandbox_services
 from tests.unit.test_maintenance import FakeHook as CleanupHook
 from tests.unit.test_maintenance import summary as leaked
@@ -39,27 +40,9 @@ from tests.unit.test_pool import draw
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.rst"
 
 
-class Recorder:
-    """What ``Stats`` was asked to send, as (kind, name, value, tags)."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str, Any, dict[str, str]]] = []
-
-    def incr(self, name: str, count: int, *, tags: dict[str, str]) -> None:
-        self.sent.append(("incr", name, count, tags))
-
-    def timing(self, name: str, dt: timedelta, *, tags: dict[str, str]) -> None:
-        self.sent.append(("timing", name, dt, tags))
-
-    def names(self) -> list[str]:
-        return [name for _, name, _, _ in self.sent]
-
-
 @pytest.fixture
 def stats(monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    recorder = Recorder()
-    monkeypatch.setattr(compat_sdk, "Stats", recorder, raising=False)
-    return recorder
+    return recording(monkeypatch)
 
 
 def test_every_metric_is_under_the_providers_prefix_and_documented() -> None:
