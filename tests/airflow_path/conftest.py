@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -65,12 +66,19 @@ def _demo_environment_name() -> str:
 
 
 @pytest.fixture(scope="module")
-def airflow(plain_server: ServerInfo) -> Iterator[RunningAirflow]:
+def airflow_settings() -> dict[str, str]:
+    """Configuration a module adds to its Airflow's, as environment variables: none here."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def airflow(plain_server: ServerInfo, airflow_settings: dict[str, str]) -> Iterator[RunningAirflow]:
     """Airflow started the way ``make demo`` starts it, in a fresh home, stopped afterwards."""
     home = AIRFLOW_DIR / "pytest"
     components.stop(home)  # left running by an interrupted earlier session
     shutil.rmtree(home, ignore_errors=True)
-    with running_airflow(AirflowSite.prepare(home, extra_dags=TEST_DAGS)) as running:
+    site = replace(AirflowSite.prepare(home, extra_dags=TEST_DAGS), settings=airflow_settings)
+    with running_airflow(site) as running:
         yield running
 
 

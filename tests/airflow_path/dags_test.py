@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from dev.airflow_stack.running import CONN_ID
@@ -29,12 +30,20 @@ def airflow_environment(home: Path, server: ServerInfo) -> dict[str, str]:
     }
 
 
-def dags_test(dag_file: Path, dag_id: str, server: ServerInfo, home: Path, *arguments: str) -> str:
+def dags_test(
+    dag_file: Path,
+    dag_id: str,
+    server: ServerInfo,
+    home: Path,
+    *arguments: str,
+    settings: Mapping[str, str] | None = None,
+) -> str:
     """
     Run ``dag_id`` from ``dag_file`` in the Airflow home ``home``, fresh on the first run;
-    its output, once it passed. ``arguments`` go to ``airflow dags test`` after the Dag id.
+    its output, once it passed. ``arguments`` go to ``airflow dags test`` after the Dag id;
+    ``settings`` are added to its environment.
     """
-    environment = prepared(dag_file, server, home)
+    environment = prepared(dag_file, server, home) | dict(settings or {})
     result = subprocess.run(
         [*AIRFLOW, "dags", "test", dag_id, *arguments],
         env=environment,

@@ -1,7 +1,7 @@
 """The cleanup Dag the package ships, under `airflow dags test`: it kills a finished task's leaked
 sandbox, and keeps a running task's, a resumed deferred task's waiting for a pool slot, with the
 output in it, one made outside a task, and another Airflow deployment's of the same task
-instance."""
+instance; the kill reaches a StatsD listener of ours as a metric."""
 
 from __future__ import annotations
 
@@ -18,10 +18,12 @@ from airflow.sdk.execution_time.context import set_current_context
 
 from dev.airflow_stack.running import CONN_ID
 from dev.stack.state import ServerInfo
+from opensandbox_provider._metrics import KILLED_BY_CLEANUP
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.maintenance.dag import TASK_ID
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from tests.airflow_path.dags_test import airflow_environment, dags_test, deployment_of
+from tests.airflow_path.statsd_listener import Metric, StatsdListener
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "system_tests" / "example_opensandbox_maintenance.py"
@@ -91,7 +93,11 @@ def test_the_cleanup_kills_a_finished_tasks_sandbox_and_keeps_every_one_a_task_m
         made.append(leaked(backend, running))
         made.append(leaked(backend, resumed, f"echo '{OUTPUT}' > {OUTPUT_PATH}"))
         made.append(leaked(backend, None))
-        output = dags_test(DAG_FILE, DAG_ID, plain_server, tmp_path, *CONF)
+        with StatsdListener() as statsd:
+            settings = statsd.settings()
+            output = dags_test(DAG_FILE, DAG_ID, plain_server, tmp_path, *CONF, settings=settings)
+            # Sent while the task ran; the listener's thread may not have read it yet.
+            cleanup_kills = statsd.wait_for(KILLED_BY_CLEANUP, timeout=10)
         states = {s.id: s.state for s in hook.list_sandboxes() if s.id in made}
         # Read only from a sandbox that survived, so a killed one fails the asserts below.
         kept_output = (
@@ -109,6 +115,8 @@ def test_the_cleanup_kills_a_finished_tasks_sandbox_and_keeps_every_one_a_task_m
         in output
     )
     assert "Killed 1 leaked sandbox(es)." in output
+    # The metric a platform team watches said so too, through Airflow's StatsD client.
+    assert cleanup_kills == [Metric(f"airflow.{KILLED_BY_CLEANUP}", 1.0, "c")]
     assert states.get(made[1], "Terminated") == "Terminated"
     assert [states.get(sandbox) for sandbox in made[2:]] == ["Running"] * 3
     # The resumed task finds the output its command left, once a slot frees.

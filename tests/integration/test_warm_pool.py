@@ -34,6 +34,7 @@ from opensandbox_provider.pool._store import state_store
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from tests import warm_pools
 from tests.secret_traces import giving_away
+from tests.sent_metrics import recording
 
 CONN_ID = "opensandbox_default"
 DEPLOYMENT_OPTION = "AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID"
@@ -118,7 +119,7 @@ def take(backend: OpenSandboxBackend, handles: list, spec: SandboxSpec | None = 
 
 
 def test_a_task_takes_a_ready_sandbox_from_the_pool_with_its_own_metadata_and_lease(
-    plain_server, connect, make_pool, handles, manager
+    plain_server, connect, make_pool, handles, manager, monkeypatch
 ) -> None:
     connect(plain_server)
     pool = make_pool(size=1, idle_lease=120)
@@ -127,9 +128,13 @@ def test_a_task_takes_a_ready_sandbox_from_the_pool_with_its_own_metadata_and_le
     assert manager.get_sandbox_info(idle).metadata[FINGERPRINT_KEY] == pool.creation.fingerprint()
 
     backend = OpenSandboxBackend(CONN_ID, warm_pool=pool, sandbox_timeout=3600)
+    stats = recording(monkeypatch)
     handle = take(backend, handles)
 
     assert handle == idle
+    # A hit of this pool, and the sandbox's way to ready timed under the warm route.
+    assert stats.names() == ["opensandbox.warm_pool.hit", "opensandbox.sandbox.create.warm_pool"]
+    assert stats.sent[0][3] == {"pool": pool.name}
     assert idle_ids(pool) == set()
     assert backend.run_command(handle, "echo warm", timeout=30, max_output_bytes=64).stdout == (
         "warm\n"

@@ -38,6 +38,10 @@ ALLOWED = {
     # The Sandboxes view runs in the api-server, where no task timeout is armed: one
     # connection failing in a way nobody foresaw is shown as broken, not the page as a 500.
     ("plugins/_app.py", "_listing"),
+    # A metric sent through Airflow's Stats: the task timeout is re-raised by name just above
+    # it, and whatever else a misconfigured metrics backend raises costs the metric, never
+    # the task that was only being counted.
+    ("_metrics.py", "_emit"),
 }
 
 

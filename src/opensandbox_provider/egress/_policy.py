@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
+from opensandbox_provider import _metrics
 from opensandbox_provider._clients import read_at_most
 from opensandbox_provider._errors import (
     api_exceptions,
@@ -150,6 +151,7 @@ def require_enforced(http: SandboxHttp, requested: NetworkPolicy, *, sandbox: st
     """
     problem = unenforced(http, requested)
     if problem is not None:
+        _metrics.count(_metrics.POLICY_UNENFORCED)
         raise SandboxTerminalError(
             f"OpenSandbox did not enforce the requested network policy on sandbox "
             f"{sandbox}, so it was destroyed: {problem} Or pass "

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
+from opensandbox_provider import _metrics
 from opensandbox_provider.maintenance._states import may_come_back
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ def kill_leaked_sandboxes(
             )
             killed.append(sandbox.id)
     log.info("Killed %d leaked sandbox(es).", len(killed))
+    _metrics.count(_metrics.KILLED_BY_CLEANUP, len(killed))
     return killed
 
 

@@ -3,7 +3,7 @@ them: the inlets and outlets a Dag scheduled on an asset waits for."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow.providers.common.compat.sdk import Asset, ObjectStoragePath
@@ -25,6 +25,11 @@ def declared_assets(locations: Iterable[Any]) -> list[Asset]:
         if asset is not None and asset not in assets:
             assets.append(asset)
     return assets
+
+
+def declared_inputs(files: Mapping[str, Any]) -> list[Asset]:
+    """The assets ``files`` are copied in from: text and bytes to write name none."""
+    return declared_assets(v for v in files.values() if not isinstance(v, str | bytes))
 
 
 def storage_path(location: str | Asset | ObjectStoragePath) -> ObjectStoragePath:

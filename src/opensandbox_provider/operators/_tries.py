@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from opensandbox_provider import _metrics
+
 if TYPE_CHECKING:
     from opensandbox_provider._identity import TaskInstanceIdentity
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
@@ -31,7 +33,9 @@ def kill_other_tries(
         map_index=identity.map_index,
     )
     left = [sandbox for sandbox in found if sandbox.id != keep and sandbox.state != _ENDED]
-    return [sandbox for sandbox in left if hook.kill_sandbox(sandbox.id)]
+    killed = [sandbox for sandbox in left if hook.kill_sandbox(sandbox.id)]
+    _metrics.count(_metrics.KILLED_BY_RETRY, len(killed))
+    return killed
 
 
 def kill_this_try(hook: OpenSandboxHook, identity: TaskInstanceIdentity) -> list[str]:

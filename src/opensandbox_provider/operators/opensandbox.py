@@ -24,7 +24,12 @@ from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.execd._background import output_paths, separated
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
-from opensandbox_provider.operators._assets import add_new, declared_assets, shown
+from opensandbox_provider.operators._assets import (
+    add_new,
+    declared_assets,
+    declared_inputs,
+    shown,
+)
 from opensandbox_provider.operators._files import check_files, copy_outputs, write_files
 from opensandbox_provider.operators._parse_checks import (
     check_file_sources,
@@ -34,6 +39,7 @@ from opensandbox_provider.operators._parse_checks import (
 )
 from opensandbox_provider.operators._result import read_result
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
+from opensandbox_provider.pool._server_pool import ServerPool
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 
@@ -41,8 +47,9 @@ if TYPE_CHECKING:
     import jinja2
     from airflow.providers.common.ai.sandbox.base import SandboxExecResult
     from airflow.providers.common.compat.sdk import Asset, Context, ObjectStoragePath
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
-    from opensandbox_provider.pool import ServerPool, WarmPool
+    from opensandbox_provider.pool import WarmPool
     from opensandbox_provider.sandbox import HostPath, NamedVolume
 
 # How much of each stream's tail is kept: the stdout returned as the task's XCom, and the
@@ -216,10 +223,7 @@ class OpenSandboxOperator(BaseOperator):
         # Declared so that Airflow records an asset event for each output when the task
         # succeeds, and a Dag scheduled on one runs; text to copy in names no asset.
         self.outlets = add_new(list(self.outlets), declared_assets(self.outputs.values()))
-        self.inlets = add_new(
-            list(self.inlets),
-            declared_assets(v for v in self.files.values() if not isinstance(v, str | bytes)),
-        )
+        self.inlets = add_new(list(self.inlets), declared_inputs(self.files))
         self.xcom_path = xcom_path
         self.command_timeout = seconds(command_timeout, "command_timeout")
         self.max_output_bytes = max_output_bytes
@@ -512,6 +516,37 @@ class OpenSandboxOperator(BaseOperator):
                 backend, sandbox, self.xcom_path, multiple_outputs=self.multiple_outputs
             )
         return {"exit_code": end.exit_code, "stdout": redact(end.stdout)}
+
+    # ------------------------------------------------------------------
+    # Lineage, as the OpenLineage provider asks for it
+    # ------------------------------------------------------------------
+
+    def get_openlineage_facets_on_start(self) -> OperatorLineage:
+        """The task's inputs and outputs, before any sandbox exists."""
+        from opensandbox_provider.operators._lineage import lineage
+
+        return lineage(self.files, self.outputs)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        """The task's inputs and outputs, and the sandbox its command ran in."""
+        return self._lineage(self.outputs)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
+        """The task's inputs and the sandbox it had, if any: a failed task copies no output."""
+        return self._lineage(None)
+
+    def _lineage(self, outputs: Mapping[str, Any] | None) -> OperatorLineage:
+        from opensandbox_provider.operators._lineage import lineage
+
+        # A server pool's pods are started from its Pool's template, not from this image.
+        from_template = isinstance(self.sandbox_arguments["warm_pool"], ServerPool)
+        return lineage(
+            self.files,
+            outputs,
+            sandbox=self._sandbox_id,
+            image=None if self.snapshot or from_template else self.image,
+            snapshot=self.snapshot,
+        )
 
     # ------------------------------------------------------------------
     # Destroy

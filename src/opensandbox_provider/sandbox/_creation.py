@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from opensandbox.config.connection_sync import ConnectionConfigSync
     from opensandbox.models.sandboxes import NetworkPolicy
 
+    from opensandbox_provider._metrics import Route
     from opensandbox_provider.pool._definition import CreationArguments, WarmPool
     from opensandbox_provider.sandbox._lifecycle import Lifecycle
     from opensandbox_provider.sandbox._record import SandboxRecord
@@ -73,6 +74,13 @@ def origin(backend: OpenSandboxBackend, drawn: WarmPool | ServerPool | None) -> 
     if drawn is not None:
         return f"Took from warm pool {drawn.name}", made_from
     return "Created", made_from
+
+
+def route(drawn: WarmPool | ServerPool | None) -> Route:
+    """The route a sandbox came by, as its creation's metric is named."""
+    if isinstance(drawn, ServerPool):
+        return "server_pool"
+    return "cold" if drawn is None else "warm_pool"
 
 
 def create_cold(

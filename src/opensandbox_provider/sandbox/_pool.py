@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
+from opensandbox_provider import _metrics
 from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._errors import (
     api_exceptions,
@@ -95,6 +96,7 @@ def draw(
             return _fall_back(pool, pool.when_empty, "when_empty", "it has no idle sandbox")
         sdk = _claim(pool, taken.sandbox_id, handover)
         if sdk is not None:
+            _metrics.count(_metrics.WARM_POOL_HIT, tags={"pool": pool.name})
             return sdk
     return _fall_back(
         pool,
@@ -116,6 +118,7 @@ def _mismatch(pool: WarmPool, wanted: CreationArguments, conn_id: str | None) ->
 
 def _fall_back(pool: WarmPool, choice: str, argument: str, why: str) -> SandboxSync | None:
     """Log that the task gets a cold sandbox, or fail it if the pool says so."""
+    _metrics.count(_metrics.WARM_POOL_MISS, tags={"pool": pool.name})
     if choice == "fail":
         raise SandboxTerminalError(
             f"Could not take a sandbox from warm pool {pool.name!r}: {why}. The pool says "

@@ -21,7 +21,7 @@ from airflow.providers.common.ai.sandbox.base import (
     is_sandbox_handle,
 )
 
-from opensandbox_provider import _tags
+from opensandbox_provider import _metrics, _tags
 from opensandbox_provider._deployment import DeploymentUnknownError, deployment_id
 from opensandbox_provider._errors import as_sandbox_errors, sdk_exceptions, status_of
 from opensandbox_provider._identity import current_identity
@@ -39,7 +39,13 @@ from opensandbox_provider.sandbox import (
     _volumes,
 )
 from opensandbox_provider.sandbox._abandoned import Abandoned
-from opensandbox_provider.sandbox._creation import connect, obtain, origin, wait_until_ready
+from opensandbox_provider.sandbox._creation import (
+    connect,
+    obtain,
+    origin,
+    route,
+    wait_until_ready,
+)
 from opensandbox_provider.sandbox._files import SandboxFiles
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
@@ -286,6 +292,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         log.info(
             "Sandbox %s is ready: execd answered its health check after %.2fs.", sdk.id, waited
         )
+        _metrics.sandbox_created(route(drawn), time.monotonic() - started)
         return sdk.id
 
     # --- Reconnect ---
@@ -395,6 +402,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 sandbox,
                 streamed.abandoned,
             )
+            _metrics.count(_metrics.STREAM_ABANDONED)
             self._abandoned.add(sandbox)
             self._destroy_quietly(sandbox, after="abandoning its command")
         elif streamed.ending is None and self._gone(record):

@@ -1,5 +1,5 @@
-"""An operator whose output is an asset, and a Dag scheduled on that asset: the asset event the
-operator's success records starts the consumer."""
+"""An operator that reads a stored file and whose output is an asset, and a Dag scheduled on
+that asset: the asset event the operator's success records starts the consumer."""
 
 from __future__ import annotations
 
@@ -23,8 +23,15 @@ def report_path(home: Path) -> Path:
     return home / "assets" / "report.csv"
 
 
-REPORT = report_path(Path(os.environ.get("AIRFLOW_HOME", ".")).resolve())
+def letters_path(home: Path) -> Path:
+    """The stored file the operator copies in, which the test writes before the run."""
+    return home / "assets" / "letters.csv"
+
+
+HOME = Path(os.environ.get("AIRFLOW_HOME", ".")).resolve()
+REPORT = report_path(HOME)
 REPORT_ASSET = Asset(uri=f"file://{REPORT}", name="opensandbox_report")
+LETTERS_ASSET = Asset(uri=f"file://{letters_path(HOME)}", name="opensandbox_letters")
 
 
 @dag(PRODUCER, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC))
@@ -33,8 +40,9 @@ def opensandbox_asset_producer():
         task_id="write_report",
         # The plain server has no egress sidecar to enforce a denial with.
         spec=SandboxSpec(block_network=False),
-        command="printf 'letter,count\\na,3\\n' > report.csv",
+        command="{ printf 'letter,count\\n'; cat letters.csv; } > report.csv",
         workdir="/workspace",
+        files={"letters.csv": LETTERS_ASSET},
         outputs={"report.csv": REPORT_ASSET},
     )
 
