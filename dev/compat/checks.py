@@ -14,7 +14,7 @@ from dev.compat.running import fresh_home, run
 
 PROVIDER = "airflow-provider-opensandbox"
 HOOK_CLASS = "opensandbox_provider.hooks.opensandbox.OpenSandboxHook"
-FORM_FIELDS = ["ca_bundle", "request_timeout", "use_server_proxy"]
+FORM_FIELDS = ["ca_bundle", "cpu_request", "memory_request", "request_timeout", "use_server_proxy"]
 # Airflow 3.0 and 3.1 build the extras' form fields from wtforms fields the hook returns, and
 # plain apache-airflow of those lines installs no wtforms: their form has the standard fields.
 # 2.11 has wtforms through its Flask webserver; 3.2 and later read the provider info.
