@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,7 +27,23 @@ from opensandbox_provider.execd._background import output_paths, separated
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.operators._assets import add_new, declared_assets, shown
 from opensandbox_provider.operators._files import check_files, copy_outputs, write_files
+from opensandbox_provider.operators._finish_action import (
+    DEFAULT_KEEP_FOR,
+    DELETE_POD,
+    KEPT_SANDBOX_XCOM,
+    KeptSandbox,
+    check_finish_action,
+    keeps,
+)
 from opensandbox_provider.operators._result import read_result
+from opensandbox_provider.operators._stop import (
+    BACKSTOP_MARGIN,
+    Stop,
+    check_grace,
+    group_file,
+    recording_group,
+    stop_gracefully,
+)
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
@@ -66,6 +83,8 @@ class CommandEnd:
     timed_out: bool
     # Why the sandbox ended under the command, when it did.
     terminated: str | None = None
+    # How the command was stopped when it ran out of command_timeout, when it did.
+    stopped: Stop | None = None
 
     @classmethod
     def of(cls, result: SandboxExecResult) -> CommandEnd:
@@ -128,7 +147,18 @@ class OpenSandboxOperator(BaseOperator):
         an event of its asset (see :doc:`/operator`, "Outputs as assets").
     :param xcom_path: A file in the sandbox holding one JSON document, written by the
         command, that the task returns instead of its exit code and stdout.
-    :param command_timeout: Seconds the command may run; execd kills it then.
+    :param command_timeout: Seconds the command may run; it is then stopped as
+        ``termination_grace_period`` says.
+    :param termination_grace_period: Seconds a command being stopped (its ``command_timeout``
+        ran out, the task was killed, or its ``execution_timeout`` ran out) has between
+        SIGTERM to its process group and SIGKILL; ``0`` kills it at once. The task log says
+        which ended it (see :doc:`/operator`, "Stopping a command").
+    :param on_finish_action: What becomes of the sandbox when the task ends, with
+        KubernetesPodOperator's names and meanings: ``"delete_pod"`` destroys it,
+        ``"delete_succeeded_pod"`` keeps it only when the task failed, ``"keep_pod"`` keeps
+        it (see :doc:`/operator`, "Keeping a sandbox after the task").
+    :param keep_for: How long a kept sandbox is kept, as a ``timedelta``: its lease ends then
+        and nothing renews it; until then retries and the maintenance cleanup leave it alone.
     :param skip_on_exit_code: Exit code(s) that skip the task rather than fail it.
     :param opensandbox_conn_id: The connection naming the server.
     :param deferrable: Wait for the command in the triggerer instead of on a worker.
@@ -182,6 +212,9 @@ class OpenSandboxOperator(BaseOperator):
         outputs: Mapping[str, str | ObjectStoragePath | Asset] | None = None,
         xcom_path: str | None = None,
         command_timeout: float = 3600.0,
+        termination_grace_period: float = 5.0,
+        on_finish_action: str = DELETE_POD,
+        keep_for: timedelta = DEFAULT_KEEP_FOR,
         skip_on_exit_code: int | Iterable[int] | None = 99,
         opensandbox_conn_id: str | None = OpenSandboxHook.default_conn_name,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -214,6 +247,8 @@ class OpenSandboxOperator(BaseOperator):
         )
         self.xcom_path = xcom_path
         self.command_timeout = command_timeout
+        self.termination_grace_period = check_grace(termination_grace_period)
+        self.on_finish_action, self.keep_for = check_finish_action(on_finish_action, keep_for)
         self.max_output_bytes = max_output_bytes
         self.max_file_bytes = max_file_bytes
         self.skip_on_exit_code = (
@@ -252,6 +287,13 @@ class OpenSandboxOperator(BaseOperator):
         self._hook: OpenSandboxHook | None = None
         self._identity: TaskInstanceIdentity | None = None
         self._killed = False
+        # What a graceful stop needs: the file holding the command's process group, and a
+        # backend of its own already connected to the sandbox (see _connect_stopper).
+        self._group_file: str | None = None
+        self._stopper: OpenSandboxBackend | None = None
+        # Made when the command starts: Airflow deep-copies a task before it runs it.
+        self._stop_lock: threading.Lock | None = None
+        self._stopped: Stop | None = None
 
     # ------------------------------------------------------------------
     # Create, write the files, run
@@ -343,6 +385,9 @@ class OpenSandboxOperator(BaseOperator):
         check_files(self.files, max_bytes=self.max_file_bytes)
         sandbox = self._create(backend, spec, context)
         deferred = False
+        # Whether the task is ending otherwise than as it should, and whether the command may
+        # still run: a sandbox is kept only once nothing runs there.
+        failed, command_over = True, True
         try:
             write_files(backend, sandbox, self.files, max_bytes=self.max_file_bytes)
             if self.deferrable:
@@ -351,21 +396,101 @@ class OpenSandboxOperator(BaseOperator):
                 backend.hand_over(sandbox)
                 deferred = True
                 self._defer_to_trigger(sandbox, command_id, paths, context)
-            output = OutputLog(self.log)
-            try:
-                result = backend.run_command(
-                    sandbox,
-                    self.command,
-                    timeout=self.command_timeout,
-                    max_output_bytes=self.max_output_bytes,
-                    on_output=output.feed,
-                )
-            finally:
-                output.close()
-            return self._finish(backend, sandbox, CommandEnd.of(result))
+            command_over = False
+            end = self._run(backend, sandbox)
+            command_over = True
+            value = self._finish(backend, sandbox, end)
+            failed = False
+            return value
+        except AirflowSkipException:
+            failed = False
+            raise
         finally:
             if not deferred:
-                self._destroy(backend, sandbox)
+                self._end(backend, sandbox, context, failed=failed, command_over=command_over)
+
+    def _run(self, backend: OpenSandboxBackend, sandbox: str) -> CommandEnd:
+        """
+        Run the command, logging its output as it comes, and stop it gracefully once it runs
+        out of ``command_timeout``, or when anything (``execution_timeout``) ends the run.
+        """
+        path = self._group_file = group_file()
+        self._stopper = self._connect_stopper(sandbox)
+        self._stop_lock = threading.Lock()
+        timer = threading.Timer(self.command_timeout, self._stop, args=(sandbox, "timed out"))
+        timer.daemon = True
+        output = OutputLog(self.log)
+        returned = False
+        timer.start()
+        try:
+            result = backend.run_command(
+                sandbox,
+                recording_group(self.command, path),
+                # execd's own deadline is only the backstop of the graceful stop.
+                timeout=self.command_timeout + self.termination_grace_period + BACKSTOP_MARGIN,
+                max_output_bytes=self.max_output_bytes,
+                on_output=output.feed,
+            )
+            returned = True
+        finally:
+            timer.cancel()
+            if timer.is_alive():
+                # The stop under way ends the command; its outcome is the command's.
+                timer.join()
+            output.close()
+            if not returned:
+                self._stop(sandbox, "interrupted")
+        stopped = self._stopped
+        return replace(
+            CommandEnd.of(result),
+            stopped=stopped if stopped is not None and stopped.ended_it else None,
+        )
+
+    def _connect_stopper(self, sandbox: str) -> OpenSandboxBackend:
+        """
+        A backend of its own for stopping the command, connected to the sandbox now: on_kill
+        runs in a signal handler, on the thread it interrupted, which may hold any lock of
+        the running backend or be amid a call to Airflow, so it may use neither.
+        """
+        stopper = self.new_backend()
+        # Held, as the running backend holds it, so that the stop is never fitted into an
+        # expiry this backend read once and the renewals have moved since; released in _end.
+        stopper.hold(sandbox)
+        return stopper
+
+    def _stop(self, sandbox: str, why: str) -> Stop | None:
+        """Stop the command gracefully, once, however many reasons to come; log how."""
+        stopper, path, lock = self._stopper, self._group_file, self._stop_lock
+        if stopper is None or path is None or lock is None:
+            return None
+        # Not waited for: a stop under way ends the command for every reason to stop it.
+        if not lock.acquire(blocking=False):
+            return None
+        try:
+            if self._stopped is not None:
+                return self._stopped
+            self.log.info(
+                "Stopping the command in sandbox %s (%s): SIGTERM to its process group, then "
+                "SIGKILL after %gs.",
+                sandbox,
+                why,
+                self.termination_grace_period,
+            )
+            try:
+                stop = stop_gracefully(stopper, sandbox, path, self.termination_grace_period)
+            except SandboxError:
+                self.log.warning(
+                    "Could not stop the command in sandbox %s gracefully; destroying the "
+                    "sandbox ends it.",
+                    sandbox,
+                    exc_info=True,
+                )
+                return None
+            self.log.info("The command in sandbox %s was %s.", sandbox, stop)
+            self._stopped = stop
+            return stop
+        finally:
+            lock.release()
 
     def _create(self, backend: OpenSandboxBackend, spec: SandboxSpec, context: Context) -> str:
         """
@@ -452,6 +577,8 @@ class OpenSandboxOperator(BaseOperator):
         """Back from the trigger: judge the command, copy the outputs, destroy the sandbox."""
         backend = self._backend = self.new_backend()
         sandbox = self._sandbox_id = event["sandbox"]
+        # Only a command the trigger saw end is over; after a timeout it may still run.
+        failed, command_over = True, event["status"] == "ended"
         try:
             if event["status"] == "timeout":
                 raise AirflowTaskTimeout(event["message"])
@@ -467,9 +594,14 @@ class OpenSandboxOperator(BaseOperator):
                 stderr=event["stderr"],
                 timed_out=event["timed_out"],
             )
-            return self._finish(backend, sandbox, end)
+            value = self._finish(backend, sandbox, end)
+            failed = False
+            return value
+        except AirflowSkipException:
+            failed = False
+            raise
         finally:
-            self._destroy(backend, sandbox)
+            self._end(backend, sandbox, context, failed=failed, command_over=command_over)
 
     # ------------------------------------------------------------------
     # Judge, copy out, return
@@ -478,6 +610,11 @@ class OpenSandboxOperator(BaseOperator):
     def _finish(self, backend: OpenSandboxBackend, sandbox: str, end: CommandEnd) -> Any:
         if end.terminated is not None:
             raise AirflowException(end.terminated)
+        if end.stopped is not None:
+            raise AirflowException(
+                f"The command ran out of its {self.command_timeout:g}s in sandbox {sandbox} and "
+                f"was {end.stopped}. Raise command_timeout if it needs longer.{_tail(end)}"
+            )
         if end.timed_out:
             raise AirflowException(
                 f"The command ran out of its {self.command_timeout:g}s in sandbox {sandbox} and "
@@ -522,6 +659,9 @@ class OpenSandboxOperator(BaseOperator):
         sandbox, identity = self._sandbox_id, self._identity
         if sandbox is None and identity is None:
             return
+        if sandbox is not None:
+            # A command still running is given its grace before its sandbox goes.
+            self._stop(sandbox, "the task was killed")
         # execute_complete knows its sandbox from the trigger's event and made no client, so
         # one is made here, reading the connection in the handler.
         hook = self._hook or OpenSandboxHook(self.opensandbox_conn_id)
@@ -539,6 +679,53 @@ class OpenSandboxOperator(BaseOperator):
                 self.sandbox_arguments["sandbox_timeout"],
                 exc_info=True,
             )
+
+    def _end(
+        self,
+        backend: OpenSandboxBackend,
+        sandbox: str,
+        context: Context,
+        *,
+        failed: bool,
+        command_over: bool,
+    ) -> None:
+        """Keep the sandbox if ``on_finish_action`` says so and nothing runs there, else destroy."""
+        if self._stopper is not None:
+            self._stopper.hand_over(sandbox)
+        if command_over and not self._killed and keeps(self.on_finish_action, failed=failed):
+            kept = self._keep(backend, sandbox)
+            if kept is not None:
+                ti = context.get("ti")
+                if ti is not None:
+                    ti.xcom_push(key=KEPT_SANDBOX_XCOM, value=kept.xcom())
+                return
+        self._destroy(backend, sandbox)
+
+    def _keep(self, backend: OpenSandboxBackend, sandbox: str) -> KeptSandbox | None:
+        """Keep the sandbox for ``keep_for`` and say how to reach it; ``None`` if it could not."""
+        # Renewed no more by this task: its lease is set once, to the end of keep_for.
+        backend.hand_over(sandbox)
+        hook = self._hook or OpenSandboxHook(self.opensandbox_conn_id)
+        try:
+            until = hook.keep_sandbox(sandbox, self.keep_for.total_seconds())
+        except SandboxError:
+            self.log.warning(
+                "Could not keep sandbox %s as on_finish_action=%r asks; destroying it.",
+                sandbox,
+                self.on_finish_action,
+                exc_info=True,
+            )
+            return None
+        kept = KeptSandbox(sandbox, until, self.opensandbox_conn_id)
+        self.log.info(
+            "Kept sandbox %s until %s (on_finish_action=%r); retries and the maintenance "
+            "cleanup leave it until then, and the server ends it then. To look into it: %s",
+            sandbox,
+            until.isoformat(),
+            self.on_finish_action,
+            kept.reach(),
+        )
+        return kept
 
     def _destroy(self, backend: OpenSandboxBackend, sandbox: str) -> None:
         # A failure to destroy is only logged, since the server ends an unrenewed sandbox
