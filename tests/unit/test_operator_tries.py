@@ -46,6 +46,12 @@ class FakeBackend:
     def destroy(self, sandbox: str) -> None:
         self.calls.append(("destroy", sandbox))
 
+    def hold(self, sandbox: str) -> None:
+        """The graceful stop's backend holds the sandbox while the command runs."""
+
+    def hand_over(self, sandbox: str) -> None:
+        """And hands it back when the task ends."""
+
 
 class FakeHook:
     """The hook's listing and kill, on the sandboxes of ``listed``."""

@@ -420,7 +420,7 @@ class OpenSandboxOperator(BaseOperator):
         timer = threading.Timer(self.command_timeout, self._stop, args=(sandbox, "timed out"))
         timer.daemon = True
         output = OutputLog(self.log)
-        returned = False
+        over = False
         timer.start()
         try:
             result = backend.run_command(
@@ -431,14 +431,20 @@ class OpenSandboxOperator(BaseOperator):
                 max_output_bytes=self.max_output_bytes,
                 on_output=output.feed,
             )
-            returned = True
+            over = True
+        except SandboxError:
+            # The backend's own failure: the sandbox ended under the command, or the command
+            # was abandoned with its sandbox; either way nothing runs to be stopped.
+            over = True
+            raise
         finally:
             timer.cancel()
             if timer.is_alive():
                 # The stop under way ends the command; its outcome is the command's.
                 timer.join()
             output.close()
-            if not returned:
+            if not over:
+                # execution_timeout, or the task being stopped, interrupted the run.
                 self._stop(sandbox, "interrupted")
         stopped = self._stopped
         return replace(
