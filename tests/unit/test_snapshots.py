@@ -57,10 +57,14 @@ def test_a_credential_in_a_commands_url_is_not_hashed_into_the_name() -> None:
 
 def test_a_snapshot_name_without_credentials_is_the_one_earlier_releases_gave() -> None:
     # Snapshots prepared before credentials were left out are still found.
-    assert _snapshots.snapshot_name(**NAME_INPUTS) == "airflow-env-" + hashlib.sha256(
-        b'{"base":"image:python:3.12-slim","commands":["make"],"env":{},"version":1,'
-        b'"workdir":null}'
-    ).hexdigest()[:24]
+    assert (
+        _snapshots.snapshot_name(**NAME_INPUTS)
+        == "airflow-env-"
+        + hashlib.sha256(
+            b'{"base":"image:python:3.12-slim","commands":["make"],"env":{},"version":1,'
+            b'"workdir":null}'
+        ).hexdigest()[:24]
+    )
 
 
 def test_a_snapshot_name_is_one_the_server_takes_and_a_reader_recognises() -> None:
