@@ -294,6 +294,9 @@ class OpenSandboxOperator(BaseOperator):
         # Made when the command starts: Airflow deep-copies a task before it runs it.
         self._stop_lock: threading.Lock | None = None
         self._stopped: Stop | None = None
+        # Set once on_finish_action kept the sandbox: Airflow calls on_kill after an
+        # execution_timeout, once execute has ended, and it must leave a kept sandbox.
+        self._kept = False
 
     # ------------------------------------------------------------------
     # Create, write the files, run
@@ -665,6 +668,9 @@ class OpenSandboxOperator(BaseOperator):
         sandbox, identity = self._sandbox_id, self._identity
         if sandbox is None and identity is None:
             return
+        if self._kept:
+            self.log.info("Left sandbox %s, which this task kept (on_finish_action).", sandbox)
+            return
         if sandbox is not None:
             # A command still running is given its grace before its sandbox goes.
             self._stop(sandbox, "the task was killed")
@@ -698,9 +704,12 @@ class OpenSandboxOperator(BaseOperator):
         """Keep the sandbox if ``on_finish_action`` says so and nothing runs there, else destroy."""
         if self._stopper is not None:
             self._stopper.hand_over(sandbox)
+        # A command the graceful stop ended, or found ended, is over too.
+        command_over = command_over or self._stopped is not None
         if command_over and not self._killed and keeps(self.on_finish_action, failed=failed):
             kept = self._keep(backend, sandbox)
             if kept is not None:
+                self._kept = True
                 ti = context.get("ti")
                 if ti is not None:
                     ti.xcom_push(key=KEPT_SANDBOX_XCOM, value=kept.xcom())
