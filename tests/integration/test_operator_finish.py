@@ -5,7 +5,6 @@ a retry and the maintenance cleanup."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -24,7 +23,14 @@ from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from tests.integration import test_operator as operator_tests
 from tests.integration.conftest import CONN_ID
-from tests.integration.test_operator import STDOUT, Lines, destroyed, rebuilt, run_trigger
+from tests.integration.test_operator import (
+    STDOUT,
+    Lines,
+    destroyed,
+    executing,
+    rebuilt,
+    run_trigger,
+)
 from tests.integration.test_task_identity import inside, task_instance
 
 # test_operator.py's fixtures, by the same names: operators whose sandboxes never outlive a
@@ -109,16 +115,7 @@ def test_killing_the_task_gives_the_command_its_grace_before_the_sandbox_goes(
     operator_on, plain_server, lines
 ):
     operator = operator_on(plain_server, command=TRAPS_TERM, termination_grace_period=20)
-    ended: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            operator.execute({})
-        except BaseException as e:
-            ended.append(e)
-
-    worker = threading.Thread(target=run)
-    worker.start()
+    worker, ended = executing(operator)
     wait_for(lines, STDOUT + "started")
     # What the sandbox holds the moment on_kill destroys it: the handler's file.
     seen: list[bytes] = []

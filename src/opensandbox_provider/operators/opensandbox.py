@@ -97,6 +97,16 @@ class CommandEnd:
         )
 
 
+@dataclass
+class Ending:
+    """How a task is ending, as what becomes of its sandbox depends on it."""
+
+    # Whether the task is ending otherwise than as it should; a skip is not a failure.
+    failed: bool = True
+    # Whether nothing runs in the sandbox any more: a sandbox is kept only then.
+    command_over: bool = True
+
+
 class OpenSandboxOperator(BaseOperator):
     """
     Run ``command`` in a new sandbox on an OpenSandbox server, then destroy the sandbox.
@@ -388,9 +398,7 @@ class OpenSandboxOperator(BaseOperator):
         check_files(self.files, max_bytes=self.max_file_bytes)
         sandbox = self._create(backend, spec, context)
         deferred = False
-        # Whether the task is ending otherwise than as it should, and whether the command may
-        # still run: a sandbox is kept only once nothing runs there.
-        failed, command_over = True, True
+        ending = Ending()
         try:
             write_files(backend, sandbox, self.files, max_bytes=self.max_file_bytes)
             if self.deferrable:
@@ -399,18 +407,13 @@ class OpenSandboxOperator(BaseOperator):
                 backend.hand_over(sandbox)
                 deferred = True
                 self._defer_to_trigger(sandbox, command_id, paths, context)
-            command_over = False
+            ending.command_over = False
             end = self._run(backend, sandbox)
-            command_over = True
-            value = self._finish(backend, sandbox, end)
-            failed = False
-            return value
-        except AirflowSkipException:
-            failed = False
-            raise
+            ending.command_over = True
+            return self._judge(backend, sandbox, end, ending)
         finally:
             if not deferred:
-                self._end(backend, sandbox, context, failed=failed, command_over=command_over)
+                self._end(backend, sandbox, context, ending)
 
     def _run(self, backend: OpenSandboxBackend, sandbox: str) -> CommandEnd:
         """
@@ -587,7 +590,7 @@ class OpenSandboxOperator(BaseOperator):
         backend = self._backend = self.new_backend()
         sandbox = self._sandbox_id = event["sandbox"]
         # Only a command the trigger saw end is over; after a timeout it may still run.
-        failed, command_over = True, event["status"] == "ended"
+        ending = Ending(command_over=event["status"] == "ended")
         try:
             if event["status"] == "timeout":
                 raise AirflowTaskTimeout(event["message"])
@@ -603,18 +606,25 @@ class OpenSandboxOperator(BaseOperator):
                 stderr=event["stderr"],
                 timed_out=event["timed_out"],
             )
-            value = self._finish(backend, sandbox, end)
-            failed = False
-            return value
-        except AirflowSkipException:
-            failed = False
-            raise
+            return self._judge(backend, sandbox, end, ending)
         finally:
-            self._end(backend, sandbox, context, failed=failed, command_over=command_over)
+            self._end(backend, sandbox, context, ending)
 
     # ------------------------------------------------------------------
     # Judge, copy out, return
     # ------------------------------------------------------------------
+
+    def _judge(
+        self, backend: OpenSandboxBackend, sandbox: str, end: CommandEnd, ending: Ending
+    ) -> Any:
+        """:meth:`_finish`, noting in ``ending`` whether the task failed (a skip did not)."""
+        try:
+            value = self._finish(backend, sandbox, end)
+        except AirflowSkipException:
+            ending.failed = False
+            raise
+        ending.failed = False
+        return value
 
     def _finish(self, backend: OpenSandboxBackend, sandbox: str, end: CommandEnd) -> Any:
         if end.terminated is not None:
@@ -697,16 +707,14 @@ class OpenSandboxOperator(BaseOperator):
         backend: OpenSandboxBackend,
         sandbox: str,
         context: Context,
-        *,
-        failed: bool,
-        command_over: bool,
+        ending: Ending,
     ) -> None:
         """Keep the sandbox if ``on_finish_action`` says so and nothing runs there, else destroy."""
         if self._stopper is not None:
             self._stopper.hand_over(sandbox)
         # A command the graceful stop ended, or found ended, is over too.
-        command_over = command_over or self._stopped is not None
-        if command_over and not self._killed and keeps(self.on_finish_action, failed=failed):
+        command_over = ending.command_over or self._stopped is not None
+        if command_over and not self._killed and keeps(self.on_finish_action, failed=ending.failed):
             kept = self._keep(backend, sandbox)
             if kept is not None:
                 self._kept = True
