@@ -46,6 +46,7 @@ from opensandbox_provider.operators._stop import (
 )
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
+from opensandbox_provider.triggers.opensandbox import BACKSTOP_GRACE as TRIGGER_BACKSTOP_GRACE
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 
 if TYPE_CHECKING:
@@ -83,8 +84,8 @@ class CommandEnd:
     timed_out: bool
     # Why the sandbox ended under the command, when it did.
     terminated: str | None = None
-    # How the command was stopped when it ran out of command_timeout, when it did.
-    stopped: Stop | None = None
+    # How the command was stopped when it ran out of command_timeout, when it was.
+    stopped: str | None = None
 
     @classmethod
     def of(cls, result: SandboxExecResult) -> CommandEnd:
@@ -433,7 +434,7 @@ class OpenSandboxOperator(BaseOperator):
                 sandbox,
                 recording_group(self.command, path),
                 # execd's own deadline is only the backstop of the graceful stop.
-                timeout=self.command_timeout + self.termination_grace_period + BACKSTOP_MARGIN,
+                timeout=self._backstop(),
                 max_output_bytes=self.max_output_bytes,
                 on_output=output.feed,
             )
@@ -455,8 +456,12 @@ class OpenSandboxOperator(BaseOperator):
         stopped = self._stopped
         return replace(
             CommandEnd.of(result),
-            stopped=stopped if stopped is not None and stopped.ended_it else None,
+            stopped=str(stopped) if stopped is not None and stopped.ended_it else None,
         )
+
+    def _backstop(self) -> float:
+        """execd's deadline for the command: past the graceful stop's, should it not come."""
+        return self.command_timeout + self.termination_grace_period + BACKSTOP_MARGIN
 
     def _connect_stopper(self, sandbox: str) -> OpenSandboxBackend:
         """
@@ -541,8 +546,12 @@ class OpenSandboxOperator(BaseOperator):
         paths = output_paths()
         for path in paths.values():
             backend.write_file(sandbox, path, b"")
+        self._group_file = group_file()
         command_id = backend.start_command(
-            sandbox, separated(self.command, paths), timeout=self.command_timeout
+            sandbox,
+            separated(recording_group(self.command, self._group_file), paths),
+            # execd's own deadline is only the backstop of the trigger's graceful stop.
+            timeout=self._backstop(),
         )
         return command_id, paths
 
@@ -551,6 +560,7 @@ class OpenSandboxOperator(BaseOperator):
     ) -> None:
         """Defer to the trigger that waits for the background command."""
         remaining = self._remaining_execution_time(context)
+        now = time.time()
         self.defer(
             trigger=OpenSandboxCommandTrigger(
                 sandbox=sandbox,
@@ -567,6 +577,11 @@ class OpenSandboxOperator(BaseOperator):
                 poll_interval=self.poll_interval,
                 max_output_bytes=self.max_output_bytes,
                 secrets=list(self.private_env.values()),
+                group_file=self._group_file,
+                termination_grace_period=self.termination_grace_period,
+                stop_at=now + self.command_timeout,
+                # The trigger gives up on the command once execd's backstop, too, is past.
+                deadline_at=now + self._backstop() + TRIGGER_BACKSTOP_GRACE,
             ),
             method_name="execute_complete",
             # Airflow's own backstop, should the trigger not end in time: it fails the task
@@ -605,6 +620,7 @@ class OpenSandboxOperator(BaseOperator):
                 stdout=event["stdout"],
                 stderr=event["stderr"],
                 timed_out=event["timed_out"],
+                stopped=event.get("stopped"),
             )
             return self._judge(backend, sandbox, end, ending)
         finally:
