@@ -130,8 +130,8 @@ class OpenSandboxCommandTrigger(BaseTrigger):
 
     It fires one event: ``{"status": "ended", "sandbox", "exit_code", "stdout", "stderr",
     "timed_out"}`` with each stream's tail (and ``"stopped"``, saying how, when its stop ended
-    the command), ``{"status": "timeout", "sandbox", "message"}`` at the task's deadline, or ``{"status": "error", "sandbox", "message"}`` when the command
-    or the sandbox was lost.
+    the command), ``{"status": "timeout", "sandbox", "message"}`` at the task's deadline, or
+    ``{"status": "error", "sandbox", "message"}`` when the command or the sandbox was lost.
     """
 
     # Class attributes, so that a test can shorten them without sleeping through them.
