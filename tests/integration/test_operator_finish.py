@@ -111,6 +111,28 @@ def test_a_command_that_ignores_sigterm_is_killed_after_the_grace(operator_on, p
     assert destroyed(operator._sandbox_id)
 
 
+def test_a_deferred_command_past_its_timeout_gets_sigterm_from_the_trigger(
+    operator_on, plain_server, lines
+):
+    operator = operator_on(
+        plain_server,
+        deferrable=True,
+        poll_interval=0.2,
+        command=TRAPS_TERM,
+        command_timeout=3,
+        termination_grace_period=20,
+    )
+    with pytest.raises(TaskDeferred) as deferral:
+        operator.execute({})
+    event = run_trigger(rebuilt(deferral.value.trigger))
+    assert event["stopped"].startswith("stopped by SIGTERM after ")
+    # The handler's line, logged by the trigger as it read the command's output.
+    assert STDOUT + "handler ran" in lines.messages
+    with pytest.raises(AirflowException, match=r"ran out of its 3s .* stopped by SIGTERM after"):
+        OpenSandboxOperator.execute_complete(operator, {}, event)
+    assert destroyed(operator._sandbox_id)
+
+
 def test_killing_the_task_gives_the_command_its_grace_before_the_sandbox_goes(
     operator_on, plain_server, lines
 ):
