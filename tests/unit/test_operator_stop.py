@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import subprocess
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxExecResult
+from airflow.sdk import dag, task
 
 from opensandbox_provider.operators._finish_action import keeps
 from opensandbox_provider.operators._stop import Stop, recording_group, stop_gracefully
@@ -106,3 +107,22 @@ def test_on_finish_action_keeps_as_kubernetes_pod_operator_does(
     action: str, failed: bool, kept: bool
 ) -> None:
     assert keeps(action, failed=failed) is kept
+
+
+def test_the_decorator_takes_the_grace_and_the_finish_action_as_the_operator_does() -> None:
+    @dag(schedule=None, start_date=datetime(2026, 1, 1))
+    def holder() -> None:
+        @task.opensandbox(
+            termination_grace_period=30, on_finish_action="keep_pod", keep_for=timedelta(hours=2)
+        )
+        def inspect() -> None:
+            pass
+
+        inspect()
+
+    made = holder().task_dict["inspect"]
+    assert (made.termination_grace_period, made.on_finish_action, made.keep_for) == (
+        30.0,
+        "keep_pod",
+        timedelta(hours=2),
+    )
