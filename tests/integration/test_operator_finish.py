@@ -5,9 +5,11 @@ a retry and the maintenance cleanup."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException, TaskDeferred
@@ -139,17 +141,24 @@ def test_killing_the_task_gives_the_command_its_grace_before_the_sandbox_goes(
     operator = operator_on(plain_server, command=TRAPS_TERM, termination_grace_period=20)
     worker, ended = executing(operator)
     wait_for(lines, STDOUT + "started")
-    # What the sandbox holds the moment on_kill destroys it: the handler's file.
+    # What the sandbox holds the moment it is destroyed, by on_kill or by the task's own end
+    # (here on another thread, so either may come first): the handler's file.
     seen: list[bytes] = []
+    first = threading.Lock()
     hook = operator._hook
     assert hook is not None
-    kill = hook.kill_sandbox
 
-    def reading_kill(sandbox: str) -> bool:
-        seen.append(marker_in(sandbox))
-        return kill(sandbox)
+    def reading_first(destroy: Callable[..., Any]) -> Callable[..., Any]:
+        def destroying(*arguments: Any) -> Any:
+            with first:
+                if not seen:
+                    seen.append(marker_in(arguments[-1]))
+            return destroy(*arguments)
 
-    hook.kill_sandbox = reading_kill  # type: ignore[method-assign]
+        return destroying
+
+    hook.kill_sandbox = reading_first(hook.kill_sandbox)  # type: ignore[method-assign]
+    operator._destroy = reading_first(operator._destroy)  # type: ignore[method-assign]
     operator.on_kill()
     worker.join(60)
     assert not worker.is_alive() and ended, "the task went on as if it had not been killed"

@@ -453,7 +453,17 @@ class OpenSandboxOperator(BaseOperator):
             if not over:
                 # execution_timeout, or the task being stopped, interrupted the run.
                 self._stop(sandbox, "interrupted")
-        stopped = self._stopped
+        # A stop under way elsewhere (on_kill on another thread) is waited for: its outcome
+        # is the command's.
+        with self._stop_lock:
+            stopped = self._stopped
+        if self._killed:
+            # However the command ended, the task did not succeed: a handler of SIGTERM
+            # that exits 0 must not pass for a command that did its work.
+            raise AirflowException(
+                f"The task was killed while its command ran in sandbox {sandbox}"
+                + ("." if stopped is None else f"; the command was {stopped}.")
+            )
         return replace(
             CommandEnd.of(result),
             stopped=str(stopped) if stopped is not None and stopped.ended_it else None,
