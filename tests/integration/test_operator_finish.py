@@ -5,6 +5,7 @@ a retry and the maintenance cleanup."""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -174,9 +175,20 @@ def test_execution_timeout_stops_the_command_gracefully_and_keep_pod_keeps_its_s
     operator = operator_on(
         plain_server, command=TRAPS_TERM, termination_grace_period=20, on_finish_action="keep_pod"
     )
-    # Long enough for the sandbox to be created on a busy machine, and the command to start.
-    with pytest.raises(AirflowTaskTimeout), timeout(15):
+    # The runner's timeout, its alarm rung early, once the command has started, rather than
+    # after a time long enough for a sandbox to be created on a busy machine.
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def ring() -> None:
+        wait_for(lines, STDOUT + "started")
+        signal.pthread_kill(main, signal.SIGALRM)
+
+    alarm = threading.Thread(target=ring)
+    with pytest.raises(AirflowTaskTimeout), timeout(120):
+        alarm.start()
         operator.execute({})
+    alarm.join()
     sandbox = operator._sandbox_id
     assert sandbox is not None
     kept.append(sandbox)
