@@ -90,6 +90,21 @@ def destroyed(sandbox: str | None) -> bool:
     return OpenSandboxBackend(CONN_ID).renew(sandbox) is False
 
 
+def executing(operator: OpenSandboxOperator) -> tuple[threading.Thread, list[BaseException]]:
+    """The operator's task running on a thread of its own, and what it ended with, if it failed."""
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            operator.execute({})
+        except BaseException as e:
+            failures.append(e)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    return worker, failures
+
+
 def run_trigger(trigger: OpenSandboxCommandTrigger) -> dict[str, Any]:
     async def first_event() -> dict[str, Any]:
         async for event in trigger.run():
@@ -205,16 +220,7 @@ def test_output_past_a_lines_bound_is_cut_with_a_note(operator_on, plain_server,
 
 def test_killing_the_task_destroys_its_sandbox(operator_on, plain_server, lines):
     operator = operator_on(plain_server, command="echo started; sleep 300")
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            operator.execute({})
-        except BaseException as e:
-            failures.append(e)
-
-    worker = threading.Thread(target=run)
-    worker.start()
+    worker, failures = executing(operator)
     deadline = time.monotonic() + 60
     while STDOUT + "started" not in lines.messages:
         assert time.monotonic() < deadline, "the command never printed its first line"

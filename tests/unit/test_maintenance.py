@@ -3,7 +3,7 @@ a run judges, and how the task reads states from the Task SDK."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -55,6 +55,7 @@ def summary(
     state: str = "Running",
     provisioned: bool = False,
     map_index: int = -1,
+    kept_until: datetime | None = None,
 ) -> SandboxSummary:
     identity = (
         None
@@ -71,6 +72,7 @@ def summary(
         created_by_provider=True,
         provisioned=provisioned,
         deployment="this-deployment",
+        kept_until=kept_until,
     )
 
 
@@ -162,3 +164,14 @@ def test_dag_ids_rendered_as_text_fail_the_task_saying_what_to_set() -> None:
     task = OpenSandboxCleanupOperator(task_id="cleanup", dag_ids="['reports']")
     with pytest.raises(AirflowException, match="render_template_as_native_obj=True"):
         task.execute({"ti": SimpleNamespace(get_task_states=None)})  # type: ignore[arg-type]
+
+
+def test_a_kept_sandbox_is_left_until_its_time_is_up_then_killed() -> None:
+    now = datetime.now(UTC)
+    hook = FakeHook(
+        [
+            summary("sb-kept", "failed", kept_until=now + timedelta(minutes=30)),
+            summary("sb-lapsed", "failed", kept_until=now - timedelta(seconds=1)),
+        ]
+    )
+    assert kill_leaked_sandboxes(hook, lambda identity: "failed") == ["sb-lapsed"]

@@ -64,7 +64,12 @@ class Backend:
             raise SandboxError("Could not destroy sandbox sbx: HTTP 503 from the server.")
 
     def hold(self, sandbox: str) -> None:
+        # Also the graceful stop's backend (this same double), holding the sandbox while the
+        # command runs and handing it over when the task ends.
         self.calls.append("hold")
+
+    def hand_over(self, sandbox: str) -> None:
+        self.calls.append("hand_over")
 
 
 @pytest.fixture
@@ -168,7 +173,9 @@ def test_files_at_max_file_bytes_go_in_after_the_sandbox_is_created(backend, tmp
         "write_file a.bin",
         "write_file b.txt",
         "write_file c.csv",
+        "hold",
         "run_command",
+        "hand_over",
         "destroy",
     ]
 
@@ -191,7 +198,7 @@ def test_a_sandbox_destroyed_to_end_a_stalled_command_fails_the_task_saying_why(
         operator(outputs={"/o": "file:///tmp/nowhere"}).execute({})  # type: ignore[arg-type]
     # Not the message of a command that ran out of its own time, though the result says so.
     assert str(raised.value) == ABANDONED.strip()
-    assert backend.calls == ["create", "run_command", "destroy"]
+    assert backend.calls == ["create", "hold", "run_command", "hand_over", "destroy"]
 
 
 def test_a_sandbox_that_ended_while_the_command_ran_fails_the_task_with_the_servers_word(
@@ -202,7 +209,7 @@ def test_a_sandbox_that_ended_while_the_command_ran_fails_the_task_with_the_serv
         operator(outputs={"/o": "file:///tmp/nowhere"}).execute({})  # type: ignore[arg-type]
     assert str(raised.value) == ENDED_UNDER_IT
     # Destroyed all the same: "ended" may be a sandbox the server still holds, stopped.
-    assert backend.calls == ["create", "run_command", "destroy"]
+    assert backend.calls == ["create", "hold", "run_command", "hand_over", "destroy"]
 
 
 # ---------------------------------------------------------------------------

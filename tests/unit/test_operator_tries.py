@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -46,6 +46,12 @@ class FakeBackend:
     def destroy(self, sandbox: str) -> None:
         self.calls.append(("destroy", sandbox))
 
+    def hold(self, sandbox: str) -> None:
+        """The graceful stop's backend holds the sandbox while the command runs."""
+
+    def hand_over(self, sandbox: str) -> None:
+        """And hands it back when the task ends."""
+
 
 class FakeHook:
     """The hook's listing and kill, on the sandboxes of ``listed``."""
@@ -70,11 +76,13 @@ class FakeTi(SimpleNamespace):
         self.calls.append(("xcom_push", key, value))
 
 
-def summary(sandbox: str, *, try_number: int, state: str = "Running") -> SandboxSummary:
+def summary(
+    sandbox: str, *, try_number: int, state: str = "Running", kept_until: datetime | None = None
+) -> SandboxSummary:
     identity = TaskInstanceIdentity("d", "t", RUN_ID, try_number=try_number)
     now = datetime(2026, 1, 1, tzinfo=UTC)
     return SandboxSummary(
-        sandbox, state, "python:3.12-slim", now, None, identity, True, False, DEPLOYMENT
+        sandbox, state, "python:3.12-slim", now, None, identity, True, False, DEPLOYMENT, kept_until
     )
 
 
@@ -122,6 +130,16 @@ def test_a_retry_kills_what_earlier_tries_left_before_its_command(operator, call
     names = [call[0] for call in calls]
     assert names.index("kill_sandbox") < names.index("write_file")
     assert "Killed sandbox sb-old, left by try 1 of this task instance" in caplog.text
+
+
+def test_a_retry_leaves_a_sandbox_an_earlier_try_kept_until_its_time_is_up(operator, calls):
+    now = datetime.now(UTC)
+    FakeHook.listed = [
+        summary("sb-kept", try_number=1, kept_until=now + timedelta(minutes=30)),
+        summary("sb-lapsed", try_number=1, kept_until=now - timedelta(seconds=1)),
+    ]
+    operator.execute(context(calls, try_number=2))
+    assert [call[1] for call in calls if call[0] == "kill_sandbox"] == ["sb-lapsed"]
 
 
 def test_outside_a_task_nothing_is_pushed_or_looked_for(operator, calls):

@@ -225,3 +225,13 @@ def test_a_connection_that_fails_unexpectedly_is_shown_broken_and_the_rest_still
     assert "failed unexpectedly" in caplog.text
     html = render_page(servers, {}, airflow_root="")
     assert "Could not list its sandboxes: An unexpected KeyError" in html
+
+
+def test_the_page_shows_a_kept_sandbox_as_kept_until_its_time_is_up() -> None:
+    now = datetime.now(UTC)
+    kept = _summary(None, kept_until=now + timedelta(minutes=50, seconds=30))
+    html = render_page([ServerSandboxes("os", "http://s", [kept])], {}, airflow_root="")
+    assert "Running, kept (may go in 50 min)" in html
+    lapsed = _summary(None, kept_until=now - timedelta(minutes=1))
+    html = render_page([ServerSandboxes("os", "http://s", [lapsed])], {}, airflow_root="")
+    assert "kept" not in html

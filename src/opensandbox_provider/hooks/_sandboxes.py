@@ -10,6 +10,7 @@ from airflow.providers.common.ai.sandbox.base import OWNER_TAG
 
 from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._identity import KEYS, TaskInstanceIdentity, identity_metadata
+from opensandbox_provider._kept import kept_until
 from opensandbox_provider._tags import CREATED_BY, PREFIX
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class SandboxSummary:
     """Whether it was provisioned for other tasks to attach to, and so outlives its creator."""
     deployment: str | None
     """The Airflow deployment that created it; ``None`` for one made before it was stamped."""
+    kept_until: datetime | None = None
+    """Until when its task kept it for someone to look into; ``None`` for one not kept."""
 
     @classmethod
     def of(cls, info: SandboxInfo) -> SandboxSummary:
@@ -58,6 +61,7 @@ class SandboxSummary:
             created_by_provider=metadata.items() >= CREATED_BY.items(),
             provisioned=PREFIX + OWNER_TAG in metadata,
             deployment=metadata.get(DEPLOYMENT_KEY),
+            kept_until=kept_until(metadata),
         )
 
 

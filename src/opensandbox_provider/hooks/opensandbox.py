@@ -205,6 +205,20 @@ class OpenSandboxHook(BaseHook):
         with as_sandbox_errors(f"renew sandbox {sandbox_id}"), self._manager() as manager:
             return manager.renew_sandbox(sandbox_id, timedelta(seconds=seconds)).expires_at
 
+    def keep_sandbox(self, sandbox_id: str, seconds: float) -> datetime:
+        """
+        Keep ``sandbox_id`` for ``seconds`` from now for someone to look into: its expiry is
+        moved to then, and it is marked kept until then, which the retry rule and the
+        maintenance cleanup respect. Nothing renews it after; return when it goes.
+        """
+        from opensandbox_provider._errors import as_sandbox_errors
+        from opensandbox_provider._kept import kept_metadata
+
+        until = self.renew_sandbox(sandbox_id, seconds)
+        with as_sandbox_errors(f"mark sandbox {sandbox_id} kept"), self._manager() as manager:
+            manager.patch_sandbox_metadata(sandbox_id, dict(kept_metadata(until)))
+        return until
+
     @contextmanager
     def _manager(self) -> Iterator[SandboxManagerSync]:
         """A client of its own for the calls of one method: safe from any thread or handler."""

@@ -7,6 +7,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from opensandbox_provider import _metrics
+from opensandbox_provider._kept import still_kept
 from opensandbox_provider.maintenance._states import may_come_back
 
 if TYPE_CHECKING:
@@ -32,7 +33,8 @@ def kill_leaked_sandboxes(
 
     Left alone: sandboxes made outside a task (no identity, or one whose ids cannot be read
     exactly), sandboxes provisioned for other tasks to attach to (they outlive their creator
-    by design), and other creators' sandboxes (the hook lists only this provider's).
+    by design), sandboxes a task kept for someone to look into, until their time is up, and
+    other creators' sandboxes (the hook lists only this provider's).
     """
     killed = []
     # A task instance is asked about once a run, however many sandboxes its tries left.
@@ -40,6 +42,8 @@ def kill_leaked_sandboxes(
     for sandbox in _listed(hook, dag_ids):
         identity = sandbox.identity
         if sandbox.state == _ENDED or identity is None or sandbox.provisioned:
+            continue
+        if still_kept(sandbox.kept_until):
             continue
         key = (identity.dag_id, identity.task_id, identity.run_id, identity.map_index)
         if key not in states:

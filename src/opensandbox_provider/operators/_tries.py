@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from opensandbox_provider import _metrics
+from opensandbox_provider._kept import still_kept
 
 if TYPE_CHECKING:
     from opensandbox_provider._identity import TaskInstanceIdentity
@@ -24,7 +25,9 @@ def kill_other_tries(
 
     Killed rather than reattached: a foreground try's command streamed its output to a worker
     that is gone, so nothing could pick up where it stopped, and two tries' commands must
-    never run at once.
+    never run at once. A sandbox an earlier try kept for someone to look into is left until
+    its time is up: a try keeps its sandbox only once its command is over, so nothing runs
+    there beside this try's command.
     """
     found = hook.list_sandboxes(
         dag_id=identity.dag_id,
@@ -32,7 +35,11 @@ def kill_other_tries(
         run_id=identity.run_id,
         map_index=identity.map_index,
     )
-    left = [sandbox for sandbox in found if sandbox.id != keep and sandbox.state != _ENDED]
+    left = [
+        sandbox
+        for sandbox in found
+        if sandbox.id != keep and sandbox.state != _ENDED and not still_kept(sandbox.kept_until)
+    ]
     killed = [sandbox for sandbox in left if hook.kill_sandbox(sandbox.id)]
     _metrics.count(_metrics.KILLED_BY_RETRY, len(killed))
     return killed

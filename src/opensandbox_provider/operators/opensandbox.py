@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -31,6 +32,14 @@ from opensandbox_provider.operators._assets import (
     shown,
 )
 from opensandbox_provider.operators._files import check_files, copy_outputs, write_files
+from opensandbox_provider.operators._finish_action import (
+    DEFAULT_KEEP_FOR,
+    DELETE_POD,
+    KEPT_SANDBOX_XCOM,
+    KeptSandbox,
+    check_finish_action,
+    keeps,
+)
 from opensandbox_provider.operators._parse_checks import (
     check_file_sources,
     check_spec,
@@ -38,9 +47,18 @@ from opensandbox_provider.operators._parse_checks import (
     seconds,
 )
 from opensandbox_provider.operators._result import read_result
+from opensandbox_provider.operators._stop import (
+    BACKSTOP_MARGIN,
+    Stop,
+    check_grace,
+    group_file,
+    recording_group,
+    stop_gracefully,
+)
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
 from opensandbox_provider.pool._server_pool import ServerPool
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
+from opensandbox_provider.triggers.opensandbox import BACKSTOP_GRACE as TRIGGER_BACKSTOP_GRACE
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 
 if TYPE_CHECKING:
@@ -79,6 +97,8 @@ class CommandEnd:
     timed_out: bool
     # Why the sandbox ended under the command, when it did.
     terminated: str | None = None
+    # How the command was stopped when it ran out of command_timeout, when it was.
+    stopped: str | None = None
 
     @classmethod
     def of(cls, result: SandboxExecResult) -> CommandEnd:
@@ -89,6 +109,16 @@ class CommandEnd:
             timed_out=result.timed_out,
             terminated=result.stderr.strip() if result.sandbox_terminated else None,
         )
+
+
+@dataclass
+class Ending:
+    """How a task is ending, as what becomes of its sandbox depends on it."""
+
+    # Whether the task is ending otherwise than as it should; a skip is not a failure.
+    failed: bool = True
+    # Whether nothing runs in the sandbox any more: a sandbox is kept only then.
+    command_over: bool = True
 
 
 class OpenSandboxOperator(BaseOperator):
@@ -141,7 +171,18 @@ class OpenSandboxOperator(BaseOperator):
         an event of its asset (see :doc:`/operator`, "Outputs as assets").
     :param xcom_path: A file in the sandbox holding one JSON document, written by the
         command, that the task returns instead of its exit code and stdout.
-    :param command_timeout: Seconds the command may run; execd kills it then.
+    :param command_timeout: Seconds the command may run; it is then stopped as
+        ``termination_grace_period`` says.
+    :param termination_grace_period: Seconds a command being stopped (its ``command_timeout``
+        ran out, the task was killed, or its ``execution_timeout`` ran out) has between
+        SIGTERM to its process group and SIGKILL; ``0`` kills it at once. The task log says
+        which ended it (see :doc:`/operator`, "Stopping a command").
+    :param on_finish_action: What becomes of the sandbox when the task ends, with
+        KubernetesPodOperator's names and meanings: ``"delete_pod"`` destroys it,
+        ``"delete_succeeded_pod"`` keeps it only when the task failed, ``"keep_pod"`` keeps
+        it (see :doc:`/operator`, "Keeping a sandbox after the task").
+    :param keep_for: How long a kept sandbox is kept, as a ``timedelta``: its lease ends then
+        and nothing renews it; until then retries and the maintenance cleanup leave it alone.
     :param skip_on_exit_code: Exit code(s) that skip the task rather than fail it.
     :param opensandbox_conn_id: The connection naming the server.
     :param deferrable: Wait for the command in the triggerer instead of on a worker.
@@ -195,6 +236,9 @@ class OpenSandboxOperator(BaseOperator):
         outputs: Mapping[str, str | ObjectStoragePath | Asset] | None = None,
         xcom_path: str | None = None,
         command_timeout: float = 3600.0,
+        termination_grace_period: float = 5.0,
+        on_finish_action: str = DELETE_POD,
+        keep_for: timedelta = DEFAULT_KEEP_FOR,
         skip_on_exit_code: int | Iterable[int] | None = 99,
         opensandbox_conn_id: str | None = OpenSandboxHook.default_conn_name,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -226,6 +270,8 @@ class OpenSandboxOperator(BaseOperator):
         self.inlets = add_new(list(self.inlets), declared_inputs(self.files))
         self.xcom_path = xcom_path
         self.command_timeout = seconds(command_timeout, "command_timeout")
+        self.termination_grace_period = check_grace(termination_grace_period)
+        self.on_finish_action, self.keep_for = check_finish_action(on_finish_action, keep_for)
         self.max_output_bytes = max_output_bytes
         self.max_file_bytes = max_file_bytes
         self.skip_on_exit_code = exit_codes(skip_on_exit_code)
@@ -258,6 +304,16 @@ class OpenSandboxOperator(BaseOperator):
         self._hook: OpenSandboxHook | None = None
         self._identity: TaskInstanceIdentity | None = None
         self._killed = False
+        # What a graceful stop needs: the file holding the command's process group, and a
+        # backend of its own already connected to the sandbox (see _connect_stopper).
+        self._group_file: str | None = None
+        self._stopper: OpenSandboxBackend | None = None
+        # Made when the command starts: Airflow deep-copies a task before it runs it.
+        self._stop_lock: threading.Lock | None = None
+        self._stopped: Stop | None = None
+        # Set once on_finish_action kept the sandbox: Airflow calls on_kill after an
+        # execution_timeout, once execute has ended, and it must leave a kept sandbox.
+        self._kept = False
 
     # ------------------------------------------------------------------
     # Create, write the files, run
@@ -351,6 +407,7 @@ class OpenSandboxOperator(BaseOperator):
         check_files(self.files, max_bytes=self.max_file_bytes)
         sandbox = self._create(backend, spec, context)
         deferred = False
+        ending = Ending()
         try:
             write_files(backend, sandbox, self.files, max_bytes=self.max_file_bytes)
             if self.deferrable:
@@ -359,21 +416,116 @@ class OpenSandboxOperator(BaseOperator):
                 backend.hand_over(sandbox)
                 deferred = True
                 self._defer_to_trigger(sandbox, command_id, paths, context)
-            output = OutputLog(self.log)
-            try:
-                result = backend.run_command(
-                    sandbox,
-                    self.command,
-                    timeout=self.command_timeout,
-                    max_output_bytes=self.max_output_bytes,
-                    on_output=output.feed,
-                )
-            finally:
-                output.close()
-            return self._finish(backend, sandbox, CommandEnd.of(result))
+            ending.command_over = False
+            end = self._run(backend, sandbox)
+            ending.command_over = True
+            return self._judge(backend, sandbox, end, ending)
         finally:
             if not deferred:
-                self._destroy(backend, sandbox)
+                self._end(backend, sandbox, context, ending)
+
+    def _run(self, backend: OpenSandboxBackend, sandbox: str) -> CommandEnd:
+        """
+        Run the command, logging its output as it comes, and stop it gracefully once it runs
+        out of ``command_timeout``, or when anything (``execution_timeout``) ends the run.
+        """
+        path = self._group_file = group_file()
+        self._stopper = self._connect_stopper(sandbox)
+        self._stop_lock = threading.Lock()
+        timer = threading.Timer(self.command_timeout, self._stop, args=(sandbox, "timed out"))
+        timer.daemon = True
+        output = OutputLog(self.log)
+        over = False
+        timer.start()
+        try:
+            result = backend.run_command(
+                sandbox,
+                recording_group(self.command, path),
+                # execd's own deadline is only the backstop of the graceful stop.
+                timeout=self._backstop(),
+                max_output_bytes=self.max_output_bytes,
+                on_output=output.feed,
+            )
+            over = True
+        except SandboxError:
+            # The backend's own failure: the sandbox ended under the command, or the command
+            # was abandoned with its sandbox; either way nothing runs to be stopped.
+            over = True
+            raise
+        finally:
+            timer.cancel()
+            if timer.is_alive():
+                # The stop under way ends the command; its outcome is the command's.
+                timer.join()
+            output.close()
+            if not over:
+                # execution_timeout, or the task being stopped, interrupted the run.
+                self._stop(sandbox, "interrupted")
+        # A stop under way elsewhere (on_kill on another thread) is waited for: its outcome
+        # is the command's.
+        with self._stop_lock:
+            stopped = self._stopped
+        if self._killed:
+            # However the command ended, the task did not succeed: a handler of SIGTERM
+            # that exits 0 must not pass for a command that did its work.
+            raise AirflowException(
+                f"The task was killed while its command ran in sandbox {sandbox}"
+                + ("." if stopped is None else f"; the command was {stopped}.")
+            )
+        return replace(
+            CommandEnd.of(result),
+            stopped=str(stopped) if stopped is not None and stopped.ended_it else None,
+        )
+
+    def _backstop(self) -> float:
+        """execd's deadline for the command: past the graceful stop's, should it not come."""
+        return self.command_timeout + self.termination_grace_period + BACKSTOP_MARGIN
+
+    def _connect_stopper(self, sandbox: str) -> OpenSandboxBackend:
+        """
+        A backend of its own for stopping the command, connected to the sandbox now: on_kill
+        runs in a signal handler, on the thread it interrupted, which may hold any lock of
+        the running backend or be amid a call to Airflow, so it may use neither.
+        """
+        stopper = self.new_backend()
+        # Held, as the running backend holds it, so that the stop is never fitted into an
+        # expiry this backend read once and the renewals have moved since; released in _end.
+        stopper.hold(sandbox)
+        return stopper
+
+    def _stop(self, sandbox: str, why: str) -> Stop | None:
+        """Stop the command gracefully, once, however many reasons to come; log how."""
+        stopper, path, lock = self._stopper, self._group_file, self._stop_lock
+        if stopper is None or path is None or lock is None:
+            return None
+        # Not waited for: a stop under way ends the command for every reason to stop it.
+        if not lock.acquire(blocking=False):
+            return None
+        try:
+            if self._stopped is not None:
+                return self._stopped
+            self.log.info(
+                "Stopping the command in sandbox %s (%s): SIGTERM to its process group, then "
+                "SIGKILL after %gs.",
+                sandbox,
+                why,
+                self.termination_grace_period,
+            )
+            try:
+                stop = stop_gracefully(stopper, sandbox, path, self.termination_grace_period)
+            except SandboxError:
+                self.log.warning(
+                    "Could not stop the command in sandbox %s gracefully; destroying the "
+                    "sandbox ends it.",
+                    sandbox,
+                    exc_info=True,
+                )
+                return None
+            self.log.info("The command in sandbox %s was %s.", sandbox, stop)
+            self._stopped = stop
+            return stop
+        finally:
+            lock.release()
 
     def _create(self, backend: OpenSandboxBackend, spec: SandboxSpec, context: Context) -> str:
         """
@@ -412,8 +564,12 @@ class OpenSandboxOperator(BaseOperator):
         paths = output_paths()
         for path in paths.values():
             backend.write_file(sandbox, path, b"")
+        self._group_file = group_file()
         command_id = backend.start_command(
-            sandbox, separated(self.command, paths), timeout=self.command_timeout
+            sandbox,
+            separated(recording_group(self.command, self._group_file), paths),
+            # execd's own deadline is only the backstop of the trigger's graceful stop.
+            timeout=self._backstop(),
         )
         return command_id, paths
 
@@ -422,6 +578,7 @@ class OpenSandboxOperator(BaseOperator):
     ) -> None:
         """Defer to the trigger that waits for the background command."""
         remaining = self._remaining_execution_time(context)
+        now = time.time()
         self.defer(
             trigger=OpenSandboxCommandTrigger(
                 sandbox=sandbox,
@@ -438,6 +595,11 @@ class OpenSandboxOperator(BaseOperator):
                 poll_interval=self.poll_interval,
                 max_output_bytes=self.max_output_bytes,
                 secrets=list(self.private_env.values()),
+                group_file=self._group_file,
+                termination_grace_period=self.termination_grace_period,
+                stop_at=now + self.command_timeout,
+                # The trigger gives up on the command once execd's backstop, too, is past.
+                deadline_at=now + self._backstop() + TRIGGER_BACKSTOP_GRACE,
             ),
             method_name="execute_complete",
             # Airflow's own backstop, should the trigger not end in time: it fails the task
@@ -460,6 +622,8 @@ class OpenSandboxOperator(BaseOperator):
         """Back from the trigger: judge the command, copy the outputs, destroy the sandbox."""
         backend = self._backend = self.new_backend()
         sandbox = self._sandbox_id = event["sandbox"]
+        # Only a command the trigger saw end is over; after a timeout it may still run.
+        ending = Ending(command_over=event["status"] == "ended")
         try:
             if event["status"] == "timeout":
                 raise AirflowTaskTimeout(event["message"])
@@ -474,18 +638,36 @@ class OpenSandboxOperator(BaseOperator):
                 stdout=event["stdout"],
                 stderr=event["stderr"],
                 timed_out=event["timed_out"],
+                stopped=event.get("stopped"),
             )
-            return self._finish(backend, sandbox, end)
+            return self._judge(backend, sandbox, end, ending)
         finally:
-            self._destroy(backend, sandbox)
+            self._end(backend, sandbox, context, ending)
 
     # ------------------------------------------------------------------
     # Judge, copy out, return
     # ------------------------------------------------------------------
 
+    def _judge(
+        self, backend: OpenSandboxBackend, sandbox: str, end: CommandEnd, ending: Ending
+    ) -> Any:
+        """:meth:`_finish`, noting in ``ending`` whether the task failed (a skip did not)."""
+        try:
+            value = self._finish(backend, sandbox, end)
+        except AirflowSkipException:
+            ending.failed = False
+            raise
+        ending.failed = False
+        return value
+
     def _finish(self, backend: OpenSandboxBackend, sandbox: str, end: CommandEnd) -> Any:
         if end.terminated is not None:
             raise AirflowException(end.terminated)
+        if end.stopped is not None:
+            raise AirflowException(
+                f"The command ran out of its {self.command_timeout:g}s in sandbox {sandbox} and "
+                f"was {end.stopped}. Raise command_timeout if it needs longer.{_tail(end)}"
+            )
         if end.timed_out:
             raise AirflowException(
                 f"The command ran out of its {self.command_timeout:g}s in sandbox {sandbox} and "
@@ -561,6 +743,12 @@ class OpenSandboxOperator(BaseOperator):
         sandbox, identity = self._sandbox_id, self._identity
         if sandbox is None and identity is None:
             return
+        if self._kept:
+            self.log.info("Left sandbox %s, which this task kept (on_finish_action).", sandbox)
+            return
+        if sandbox is not None:
+            # A command still running is given its grace before its sandbox goes.
+            self._stop(sandbox, "the task was killed")
         # execute_complete knows its sandbox from the trigger's event and made no client, so
         # one is made here, reading the connection in the handler.
         hook = self._hook or OpenSandboxHook(self.opensandbox_conn_id)
@@ -578,6 +766,54 @@ class OpenSandboxOperator(BaseOperator):
                 self.sandbox_arguments["sandbox_timeout"],
                 exc_info=True,
             )
+
+    def _end(
+        self,
+        backend: OpenSandboxBackend,
+        sandbox: str,
+        context: Context,
+        ending: Ending,
+    ) -> None:
+        """Keep the sandbox if ``on_finish_action`` says so and nothing runs there, else destroy."""
+        if self._stopper is not None:
+            self._stopper.hand_over(sandbox)
+        # A command the graceful stop ended, or found ended, is over too.
+        command_over = ending.command_over or self._stopped is not None
+        if command_over and not self._killed and keeps(self.on_finish_action, failed=ending.failed):
+            kept = self._keep(backend, sandbox)
+            if kept is not None:
+                self._kept = True
+                ti = context.get("ti")
+                if ti is not None:
+                    ti.xcom_push(key=KEPT_SANDBOX_XCOM, value=kept.xcom())
+                return
+        self._destroy(backend, sandbox)
+
+    def _keep(self, backend: OpenSandboxBackend, sandbox: str) -> KeptSandbox | None:
+        """Keep the sandbox for ``keep_for`` and say how to reach it; ``None`` if it could not."""
+        # Renewed no more by this task: its lease is set once, to the end of keep_for.
+        backend.hand_over(sandbox)
+        hook = self._hook or OpenSandboxHook(self.opensandbox_conn_id)
+        try:
+            until = hook.keep_sandbox(sandbox, self.keep_for.total_seconds())
+        except SandboxError:
+            self.log.warning(
+                "Could not keep sandbox %s as on_finish_action=%r asks; destroying it.",
+                sandbox,
+                self.on_finish_action,
+                exc_info=True,
+            )
+            return None
+        kept = KeptSandbox(sandbox, until, self.opensandbox_conn_id)
+        self.log.info(
+            "Kept sandbox %s until %s (on_finish_action=%r); retries and the maintenance "
+            "cleanup leave it until then, and the server ends it then. To look into it: %s",
+            sandbox,
+            until.isoformat(),
+            self.on_finish_action,
+            kept.reach(),
+        )
+        return kept
 
     def _destroy(self, backend: OpenSandboxBackend, sandbox: str) -> None:
         # A failure to destroy is only logged, since the server ends an unrenewed sandbox

@@ -105,7 +105,7 @@ def _row(sandbox: SandboxSummary, now: datetime, airflow_root: str) -> str:
     kill = f"api/sandboxes/{quote(sandbox.id, safe='')}/kill"
     cells = [
         f"<code>{escape(sandbox.id)}</code>",
-        escape(sandbox.state),
+        _state(sandbox, now),
         escape(sandbox.image or "a snapshot"),
         _task_instance(identity, airflow_root),
         "" if identity is None or identity.try_number is None else str(identity.try_number),
@@ -114,6 +114,13 @@ def _row(sandbox: SandboxSummary, now: datetime, airflow_root: str) -> str:
         f"<button data-kill='{escape(kill)}' data-sandbox='{escape(sandbox.id)}'>Kill</button>",
     ]
     return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
+
+
+def _state(sandbox: SandboxSummary, now: datetime) -> str:
+    """The server's state, and that its task kept it, for as long as it is kept."""
+    if sandbox.kept_until is None or sandbox.kept_until <= now:
+        return escape(sandbox.state)
+    return f"{escape(sandbox.state)}, kept (may go {_until(sandbox.kept_until, now)})"
 
 
 def _task_instance(identity: TaskInstanceIdentity | None, airflow_root: str) -> str:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from airflow.providers.common.ai.sandbox.base import SandboxError
 from airflow.providers.common.compat.sdk import mask_secret, redact
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -21,6 +22,7 @@ from opensandbox_provider.execd._background import BackgroundCommand, OutputPiec
 from opensandbox_provider.execd._command_status import CommandStatus
 from opensandbox_provider.execd._events import BoundedTail
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
+from opensandbox_provider.operators._stop import stop_gracefully
 from opensandbox_provider.sandbox._lease import renewal_interval
 from opensandbox_provider.sandbox._outcome import killed_at_deadline
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
@@ -114,6 +116,12 @@ class OpenSandboxCommandTrigger(BaseTrigger):
     ``task_deadline_at`` is when the task's ``execution_timeout`` runs out; the trigger ends
     a little before it, so the worker can destroy the sandbox and fail the task as timed out.
 
+    ``stop_at`` is when the command runs out of its ``command_timeout``: the trigger then stops
+    it gracefully, SIGTERM to the process group recorded in ``group_file`` and SIGKILL after
+    ``termination_grace_period`` (see :mod:`..operators._stop`), and goes on waiting for its
+    end, which its event then says was a stop. A trigger without them leaves the command to
+    execd's deadline.
+
     ``secrets`` are the values of the task's ``private_env``: the trigger registers each with
     Airflow's secrets masker before it logs anything, and masks its event with it, so neither
     the triggerer's log nor the event Airflow logs and stores shows one the command printed.
@@ -121,9 +129,9 @@ class OpenSandboxCommandTrigger(BaseTrigger):
     and never shows through its API, as it does a connection's password.
 
     It fires one event: ``{"status": "ended", "sandbox", "exit_code", "stdout", "stderr",
-    "timed_out"}`` with each stream's tail, ``{"status": "timeout", "sandbox", "message"}``
-    at the task's deadline, or ``{"status": "error", "sandbox", "message"}`` when the command
-    or the sandbox was lost.
+    "timed_out"}`` with each stream's tail (and ``"stopped"``, saying how, when its stop ended
+    the command), ``{"status": "timeout", "sandbox", "message"}`` at the task's deadline, or
+    ``{"status": "error", "sandbox", "message"}`` when the command or the sandbox was lost.
     """
 
     # Class attributes, so that a test can shorten them without sleeping through them.
@@ -146,6 +154,9 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         cursors: dict[str, int] | None = None,
         cursor: int = 0,
         secrets: list[str] | None = None,
+        group_file: str | None = None,
+        termination_grace_period: float = 0.0,
+        stop_at: float | None = None,
     ) -> None:
         super().__init__()
         self.sandbox = sandbox
@@ -168,6 +179,11 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             else {name: cursor for name in (list(output_paths) if output_paths else ["output"])}
         )
         self.secrets = list(secrets or [])
+        self.group_file = group_file
+        self.termination_grace_period = termination_grace_period
+        self.stop_at = stop_at
+        # How this trigger's stop ended the command, once it has.
+        self._stopped: str | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -185,6 +201,9 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 "max_output_bytes": self.max_output_bytes,
                 "cursors": self.cursors,
                 "secrets": self.secrets,
+                "group_file": self.group_file,
+                "termination_grace_period": self.termination_grace_period,
+                "stop_at": self.stop_at,
             },
         )
 
@@ -270,6 +289,8 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 watch.last_answer = time.monotonic()
             if (past := self._past_a_deadline()) is not None:
                 return past
+            if self._stop_due():
+                await self._stop("timed out")
             await asyncio.sleep(self.poll_interval)
 
     async def _poll(
@@ -310,10 +331,52 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             )
         return None
 
+    def _stop_due(self) -> bool:
+        return (
+            self.stop_at is not None
+            and self._stopped is None
+            and self.group_file is not None
+            and time.time() >= self.stop_at
+        )
+
+    async def _stop(self, why: str) -> None:
+        """Stop the command gracefully, and remember how, for the event; log how it went."""
+        if self.group_file is None:
+            return
+        # A backend of its own, connected now: the polling one read the sandbox's expiry when
+        # it connected, and renewals have moved it since, so a stop fitted to it could be cut.
+        stopper = self._backend()
+        self.log.info(
+            "Stopping command %s in sandbox %s (%s): SIGTERM to its process group, then SIGKILL "
+            "after %gs.",
+            self.command_id,
+            self.sandbox,
+            why,
+            self.termination_grace_period,
+        )
+        try:
+            stop = await asyncio.to_thread(
+                stop_gracefully,
+                stopper,
+                self.sandbox,
+                self.group_file,
+                self.termination_grace_period,
+            )
+        except SandboxError as e:
+            self.log.warning("Could not stop command %s gracefully: %s", self.command_id, e)
+            return
+        finally:
+            stopper.hand_over(self.sandbox)
+        self.log.info("The command in sandbox %s was %s.", self.sandbox, stop)
+        # Found ended counts too: it is not stopped again, and its own end is its event's.
+        self._stopped = str(stop) if stop.ended_it else ""
+
     def _poll_budget(self, watch: _Watch) -> float:
         """How long one poll may take: until the next renewal or deadline, at least a second."""
         now, wall = time.monotonic(), time.time()
         until = [self.deadline_at - wall]
+        if self.stop_at is not None and self._stopped is None:
+            until.append(self.stop_at - wall)
         if self.task_deadline_at is not None:
             until.append(self.task_deadline_at - wall)
         if watch.renew_at is not None:
@@ -423,6 +486,8 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 "stdout": stdout,
                 "stderr": stderr,
                 "timed_out": timed_out,
+                # Only when the trigger's stop ended it, so an event is as before otherwise.
+                **({"stopped": self._stopped} if self._stopped else {}),
             }
         )
 
@@ -453,6 +518,8 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 state,
             )
             return
+        # A command still running is given its grace before its sandbox goes.
+        await self._stop("its task was ended")
         await asyncio.to_thread(self._backend().destroy, self.sandbox)
         self.log.info("Destroyed sandbox %s, since its task was ended.", self.sandbox)
 

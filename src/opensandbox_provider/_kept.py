@@ -1,0 +1,38 @@
+"""
+A sandbox kept after its task ended, for someone to look into: until when, in its metadata.
+
+A task may keep its sandbox (``on_finish_action``): it then carries the time it is kept until,
+and everything that would otherwise end a task's sandbox once no try of the task uses it (a
+retry's kill of earlier tries' sandboxes, the maintenance cleanup) leaves it alone until then.
+The server ends it at the same time, since its lease is renewed to exactly then and nothing
+renews it after.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+KEY = "airflow-kept-until"
+"""The metadata key holding, in whole seconds since the epoch, when a kept sandbox may go."""
+# Whole seconds since the epoch: a metadata value follows Kubernetes label rules, so no colon.
+_SECONDS = re.compile(r"[0-9]{1,12}")
+
+
+def kept_metadata(until: datetime) -> dict[str, str]:
+    """The metadata that marks a sandbox kept until ``until``."""
+    return {KEY: str(int(until.timestamp()))}
+
+
+def kept_until(metadata: Mapping[str, str]) -> datetime | None:
+    """When a kept sandbox may go, or ``None`` for one not kept (or whose mark is unreadable)."""
+    value = metadata.get(KEY)
+    if value is None or not _SECONDS.fullmatch(value):
+        return None
+    return datetime.fromtimestamp(int(value), tz=UTC)
+
+
+def still_kept(until: datetime | None, now: datetime | None = None) -> bool:
+    """Whether a sandbox kept until ``until`` is still to be left alone."""
+    return until is not None and until > (now or datetime.now(UTC))
