@@ -84,9 +84,7 @@ def private(directory: Path, *, username: str, password: str) -> Iterator[Regist
     )
     htpasswd.write_text(made.stdout)
     config = directory / "config.yml"
-    config.write_text(
-        _CONFIG.format(root=directory / "data", port=port, htpasswd=htpasswd)
-    )
+    config.write_text(_CONFIG.format(root=directory / "data", port=port, htpasswd=htpasswd))
     docker_config = directory / "docker-client"
     docker_config.mkdir()
     with (directory / "registry.log").open("wb") as log:

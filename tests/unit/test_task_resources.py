@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -162,3 +162,44 @@ def _sent_by_create(monkeypatch: pytest.MonkeyPatch, backend: OpenSandboxBackend
             ConnectionConfigSync(domain="h:1", request_timeout=timedelta(seconds=1)),
         )
     return sent
+
+
+def test_the_decorator_takes_them_for_its_function_and_its_set_up_alike(monkeypatch) -> None:
+    from airflow.sdk import dag, task
+
+    from opensandbox_provider.decorators import opensandbox as decorator
+
+    set_up: list[OpenSandboxBackend] = []
+
+    def prepare_snapshot(backend: OpenSandboxBackend, *args: object, **kwargs: object) -> str:
+        set_up.append(backend)
+        raise RuntimeError("stop after the set-up")
+
+    monkeypatch.setattr(decorator, "prepare_snapshot", prepare_snapshot)
+    arguments = {
+        "image": "r.io/trainer:3",
+        "registry_conn_id": "team_registry",
+        "cpu": "2",
+        "cpu_request": "500m",
+        "resources": {"nvidia.com/gpu": "1"},
+    }
+
+    @task.opensandbox(requirements=["numpy"], **arguments)
+    def train() -> None:
+        return None
+
+    @dag(schedule=None, start_date=datetime(2026, 1, 1))
+    def holder() -> None:
+        train()
+
+    operator = holder().task_dict["train"]
+    for backend in (operator.new_backend(), *_set_up_of(operator, set_up)):
+        assert backend.registry_conn_id == "team_registry"
+        assert backend.resources == {"nvidia.com/gpu": "1"}
+        assert backend.resource_requests == {"cpu": "500m"}
+
+
+def _set_up_of(operator: Any, set_up: list[OpenSandboxBackend]) -> list[OpenSandboxBackend]:
+    with pytest.raises(RuntimeError, match="stop after the set-up"):
+        operator.execute({})
+    return set_up
