@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from dev.stack import processes
 
 PROGRAM = "docker-registry"
 START_SECONDS = 30.0
@@ -92,24 +93,22 @@ def private(directory: Path, *, username: str, password: str) -> Iterator[Regist
             [PROGRAM, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT
         )
         try:
-            _wait_answering(port, alive=lambda: process.poll() is None, log=directory)
+            processes.wait_answering(
+                lambda: _accepts(port),
+                alive=lambda: process.poll() is None,
+                seconds=START_SECONDS,
+                failure=f"docker-registry did not answer on 127.0.0.1:{port}; read its log, "
+                f"{directory / 'registry.log'}.",
+            )
             yield Registry(f"127.0.0.1:{port}", username, password, docker_config)
         finally:
             process.terminate()
             process.wait(timeout=10)
 
 
-def _wait_answering(port: int, *, alive: Callable[[], bool], log: Path) -> None:
-    deadline = time.monotonic() + START_SECONDS
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            pass
-        if not alive() or time.monotonic() > deadline:
-            raise RuntimeError(
-                f"docker-registry did not answer on 127.0.0.1:{port}; read its log, "
-                f"{log / 'registry.log'}."
-            )
-        time.sleep(0.05)
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False

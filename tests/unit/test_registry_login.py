@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from typing import Any
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
-from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.exceptions import SandboxApiException
 from opensandbox.exceptions.sandbox import SandboxError as SdkError
 
 from opensandbox_provider.pool import WarmPool
 from opensandbox_provider.sandbox import OpenSandboxBackend, _creation, _registry
+from tests.unit.create_arguments import sent_by_create
 
 PASSWORD = "s3cret-registry-password"
 
@@ -64,7 +63,7 @@ def test_the_create_sends_the_login_with_the_image_and_nowhere_else(
         image="registry.example.com:5000/team/tool:1", registry_conn_id=conn_id
     )
 
-    sent = _sent_by_create(monkeypatch, backend, metadata={"name": "x"})
+    sent = sent_by_create(monkeypatch, backend, metadata={"name": "x"})
 
     image = sent["image"]
     assert image.image == "registry.example.com:5000/team/tool:1"
@@ -77,7 +76,7 @@ def test_a_snapshot_pulls_nothing_and_sends_no_login(
 ) -> None:
     backend = OpenSandboxBackend(snapshot="snap-1", registry_conn_id=docker_connection(host="r.io"))
 
-    sent = _sent_by_create(monkeypatch, backend)
+    sent = sent_by_create(monkeypatch, backend)
 
     assert sent["image"] is None
     assert sent["snapshot_id"] == "snap-1"
@@ -160,25 +159,3 @@ def test_a_pools_definition_holds_the_connections_id_and_not_its_login(docker_co
     assert pool.creation.fingerprint() != public.creation.fingerprint()
     backend = OpenSandboxBackend(image="r.io/tool", registry_conn_id=conn_id)
     assert _creation.pool_arguments(backend, pool.spec) == pool.creation
-
-
-def _sent_by_create(
-    monkeypatch: pytest.MonkeyPatch, backend: OpenSandboxBackend, metadata: dict | None = None
-) -> dict:
-    """The arguments ``backend`` hands the SDK's create, which is stopped there."""
-    from opensandbox import SandboxSync
-
-    sent: dict[str, Any] = {}
-
-    class Stop(Exception):
-        pass
-
-    def create(image: Any, **arguments: Any) -> None:
-        sent.update(arguments, image=image)
-        raise Stop
-
-    monkeypatch.setattr(SandboxSync, "create", create)
-    config = ConnectionConfigSync(domain="h:1", request_timeout=timedelta(seconds=1))
-    with pytest.raises(Stop):
-        _creation.create_cold(backend, None, metadata or {}, None, config)
-    return sent

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.pool import WarmPool
 from opensandbox_provider.sandbox import OpenSandboxBackend, _creation
 from opensandbox_provider.sandbox._resources import quantity
+from tests.unit.create_arguments import sent_by_create
 
 
 @pytest.mark.parametrize(
@@ -109,7 +110,7 @@ def test_a_tasks_requests_override_the_connections_key_by_key() -> None:
 def test_the_create_request_carries_the_extended_limits_and_the_requests(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    sent = _sent_by_create(
+    sent = sent_by_create(
         monkeypatch,
         OpenSandboxBackend(
             cpu="2", memory="1Gi", cpu_request="100m", resources={"nvidia.com/gpu": "1"}
@@ -137,31 +138,6 @@ def test_a_pool_without_the_new_arguments_keeps_the_fingerprint_it_had() -> None
         assert not canonical.pop(added)
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
     assert pool.creation.fingerprint() == hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def _sent_by_create(monkeypatch: pytest.MonkeyPatch, backend: OpenSandboxBackend) -> dict:
-    """The keyword arguments ``backend`` hands the SDK's create, which is stopped there."""
-    from opensandbox import SandboxSync
-
-    sent: dict[str, Any] = {}
-
-    class Stop(Exception):
-        pass
-
-    def create(image: Any, **arguments: Any) -> None:
-        sent.update(arguments, image=image)
-        raise Stop
-
-    monkeypatch.setattr(SandboxSync, "create", create)
-    with pytest.raises(Stop):
-        _creation.create_cold(
-            backend,
-            None,
-            {},
-            None,
-            ConnectionConfigSync(domain="h:1", request_timeout=timedelta(seconds=1)),
-        )
-    return sent
 
 
 def test_the_decorator_takes_them_for_its_function_and_its_set_up_alike(monkeypatch) -> None:
