@@ -24,8 +24,12 @@ def sent_by_create(
 
     sent: dict[str, Any] = {}
 
-    def create(image: Any, **arguments: Any) -> None:
+    # resource_requests named, as the SDK's create names it: whether the SDK takes requests is
+    # read from that signature when the provider's config module is first imported.
+    def create(image: Any, *, resource_requests: Any = None, **arguments: Any) -> None:
         sent.update(arguments, image=image)
+        if resource_requests is not None:
+            sent["resource_requests"] = resource_requests
         raise _Stopped
 
     monkeypatch.setattr(SandboxSync, "create", create)

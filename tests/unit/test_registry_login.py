@@ -159,3 +159,42 @@ def test_a_pools_definition_holds_the_connections_id_and_not_its_login(docker_co
     assert pool.creation.fingerprint() != public.creation.fingerprint()
     backend = OpenSandboxBackend(image="r.io/tool", registry_conn_id=conn_id)
     assert _creation.pool_arguments(backend, pool.spec) == pool.creation
+
+
+def test_a_pools_keeper_pulls_with_the_login_and_its_resources(
+    docker_connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    from opensandbox import SandboxSync
+
+    from opensandbox_provider.pool._keeper import Keeper
+
+    pool = WarmPool(
+        name="private",
+        size=1,
+        store="redis://h:1/0",
+        image="r.io/tool",
+        registry_conn_id=docker_connection(host="r.io"),
+        resources={"nvidia.com/gpu": "1"},
+        cpu_request="250m",
+    )
+    sent: dict[str, Any] = {}
+
+    def create(image: Any, *, resource_requests: Any = None, **arguments: Any) -> None:
+        sent.update(arguments, image=image, resource_requests=resource_requests)
+
+    monkeypatch.setattr(SandboxSync, "create", create)
+    context = SimpleNamespace(
+        idle_timeout=timedelta(seconds=900),
+        ready_timeout=timedelta(seconds=30),
+        connection_config=None,
+    )
+
+    Keeper(pool)._create(context)  # type: ignore[arg-type]
+
+    assert (sent["image"].image, sent["image"].auth.password) == ("r.io/tool", PASSWORD)
+    assert sent["resource"] == {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"}
+    assert sent["resource_requests"] == {"cpu": "250m"}
+    assert PASSWORD not in json.dumps(sent["metadata"])
