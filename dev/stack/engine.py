@@ -20,7 +20,8 @@ BRIDGE = "docker0"
 DOCKERD = "dockerd"
 # Host programs the stack calls, by the Debian package that provides them. nftables and iproute2
 # are here because the egress stand-in's rules are inspected and debugged with them on the host;
-# redis-server keeps the warm pools' state.
+# redis-server keeps the warm pools' state; docker-registry and htpasswd serve the tests' private
+# images (dev/stack/registry.py).
 HOST_PACKAGES = {
     "dockerd": "docker.io",
     "docker": "docker.io",
@@ -28,6 +29,8 @@ HOST_PACKAGES = {
     "nft": "nftables",
     "ip": "iproute2",
     "redis-server": "redis-server",
+    "docker-registry": "docker-registry",
+    "htpasswd": "apache2-utils",
 }
 ENGINE_START_SECONDS = 60
 

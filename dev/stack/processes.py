@@ -11,12 +11,25 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from dev.stack.paths import LOG_DIR, RUN_DIR
 
 EXEC_WAIT_SECONDS = 5.0
+
+
+def wait_answering(
+    answers: Callable[[], bool], *, alive: Callable[[], bool], seconds: float, failure: str
+) -> None:
+    """Waits until ``answers`` says a process answers, while ``alive`` says it still runs;
+    raises ``RuntimeError(failure)`` when it stops or ``seconds`` pass first."""
+    deadline = time.monotonic() + seconds
+    while not answers():
+        if not alive() or time.monotonic() > deadline:
+            raise RuntimeError(failure)
+        time.sleep(0.05)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ rebuilt by its keeper, and an idle sandbox the state forgot expires by its lease
 
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -71,21 +70,22 @@ def argv(port: int, directory: Path, binds: tuple[str, ...]) -> list[str]:
 
 def wait_answering(port: int, *, alive: Callable[[], bool]) -> None:
     """Waits until Redis on ``port`` answers a PING, while ``alive`` says it still runs."""
-    deadline = time.monotonic() + START_SECONDS
-    while True:
+
+    def answers() -> bool:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
                 conn.sendall(b"PING\r\n")
-                if conn.recv(16).startswith(b"+PONG"):
-                    return
+                return conn.recv(16).startswith(b"+PONG")
         except OSError:
-            pass
-        if not alive() or time.monotonic() > deadline:
-            raise RuntimeError(
-                f"Redis did not answer on 127.0.0.1:{port}; read its log, "
-                f"{processes.log_file(PROCESS_NAME)}."
-            )
-        time.sleep(0.05)
+            return False
+
+    processes.wait_answering(
+        answers,
+        alive=alive,
+        seconds=START_SECONDS,
+        failure=f"Redis did not answer on 127.0.0.1:{port}; read its log, "
+        f"{processes.log_file(PROCESS_NAME)}.",
+    )
 
 
 @contextmanager

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import inspect
 import ssl
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
+from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 from opensandbox import SandboxSync
 from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.transport import unwrap_retry_transport
@@ -67,11 +69,20 @@ class ConnectionConfig(ConnectionConfigSync):
             _ssl_context_of(transport).load_verify_locations(cadata=self.ca_certificates)
 
 
-def creation_options(config: object) -> dict[str, Any]:
-    """The keyword arguments of the SDK's create that come from the connection: none from a
-    config that is not this module's."""
-    requests = getattr(config, "resource_requests", None)
-    return {"resource_requests": dict(requests)} if requests else {}
+def creation_options(config: object, requests: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """
+    The keyword arguments of the SDK's create that come from the connection (none from a
+    config that is not this module's), its resource requests overridden by ``requests``, a
+    task's own.
+    """
+    merged = {**(getattr(config, "resource_requests", None) or {}), **(requests or {})}
+    if merged and not SDK_TAKES_REQUESTS:
+        raise SandboxTerminalError(
+            f"The OpenSandbox SDK installed (opensandbox {installed_version('opensandbox')}) "
+            "cannot send resource requests apart from limits. Install the SDK version this "
+            "provider pins, or drop cpu_request and memory_request."
+        )
+    return {"resource_requests": merged} if merged else {}
 
 
 def _ssl_context_of(transport: httpx.BaseTransport) -> ssl.SSLContext:
@@ -85,7 +96,7 @@ def _ssl_context_of(transport: httpx.BaseTransport) -> ssl.SSLContext:
     """
     context = getattr(unwrap_retry_transport(transport), "_ssl_context", None)
     if not isinstance(context, ssl.SSLContext):
-        raise RuntimeError(
+        raise SandboxTerminalError(
             f"The OpenSandbox SDK installed (opensandbox {installed_version('opensandbox')}) "
             "builds its HTTP transport in a way the connection's ca_bundle extra cannot reach. "
             "Install the SDK version this provider pins, or leave ca_bundle out and name the "

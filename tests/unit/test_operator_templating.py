@@ -53,6 +53,8 @@ def test_the_sandboxs_settings_are_templated_as_are_command_env_files_and_output
         "image",
         "cpu",
         "memory",
+        "cpu_request",
+        "memory_request",
         "workdir",
     }
 

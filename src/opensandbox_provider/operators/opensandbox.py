@@ -147,6 +147,13 @@ class OpenSandboxOperator(BaseOperator):
     :param image: The image the sandbox runs. Templated.
     :param cpu: The sandbox's CPU limit (``"1"``, ``"500m"``). Templated.
     :param memory: The sandbox's memory limit (``"2Gi"``). Templated.
+    :param resources: Limits of other resources, such as ``{"nvidia.com/gpu": "1"}`` (see the
+        backend and :doc:`/operator`, "Resources").
+    :param cpu_request: What the sandbox asks a Kubernetes scheduler for of CPU, at most
+        ``cpu``; by default the connection's ``cpu_request``, else the limit. Templated.
+    :param memory_request: The same for memory, at most ``memory``. Templated.
+    :param registry_conn_id: A ``docker`` connection (host the registry, login, password)
+        whose login the server pulls ``image`` with (see :doc:`/operator`, "Private images").
     :param env: Environment variables of the sandbox, added to ``spec.env``. Templated.
     :param private_env: Environment variables added as ``env`` is, for secrets: rendered when
         the task runs but never shown among its rendered fields, each value masked in the task
@@ -206,6 +213,8 @@ class OpenSandboxOperator(BaseOperator):
         "image",
         "cpu",
         "memory",
+        "cpu_request",
+        "memory_request",
         "workdir",
     )
     template_fields_renderers = {
@@ -226,6 +235,10 @@ class OpenSandboxOperator(BaseOperator):
         image: str = "python:3.12-slim",
         cpu: str = "1",
         memory: str = "2Gi",
+        resources: Mapping[str, str] | None = None,
+        cpu_request: str | None = None,
+        memory_request: str | None = None,
+        registry_conn_id: str | None = None,
         env: Mapping[str, str] | None = None,
         private_env: Mapping[str, str] | None = None,
         spec: SandboxSpec | None = None,
@@ -255,6 +268,8 @@ class OpenSandboxOperator(BaseOperator):
         self.image = image
         self.cpu = cpu
         self.memory = memory
+        self.cpu_request = cpu_request
+        self.memory_request = memory_request
         self.workdir = workdir
         self.env = dict(env or {})
         self.private_env = dict(private_env or {})
@@ -284,20 +299,23 @@ class OpenSandboxOperator(BaseOperator):
             "ready_timeout": ready_timeout,
             "volumes": volumes,
             "warm_pool": warm_pool,
+            "resources": resources,
+            "registry_conn_id": registry_conn_id,
         }
         # Built once here only for the backend's own checks, so that a mistake fails when the
         # Dag is parsed; a value still to be rendered is left to the backend's defaults here
         # and checked when the task runs. Each run builds its own backend, since a backend
-        # holds locks and threads.
-        OpenSandboxBackend(
-            self.opensandbox_conn_id,
-            **self.sandbox_arguments,
-            **{
-                name: value
-                for name, value in self._rendered_arguments().items()
-                if not _rendered_later(value)
-            },
-        )
+        # holds locks and threads. A request is compared with its limit, so a limit still to
+        # be rendered takes its request with it, lest it be compared with the default.
+        known = {
+            name: value
+            for name, value in self._rendered_arguments().items()
+            if not _rendered_later(value)
+        }
+        for limit in ("cpu", "memory"):
+            if limit not in known:
+                known.pop(f"{limit}_request", None)
+        OpenSandboxBackend(self.opensandbox_conn_id, **self.sandbox_arguments, **known)
         self._backend: OpenSandboxBackend | None = None
         self._sandbox_id: str | None = None
         # What on_kill needs, set before the sandbox is asked for: see _create.
@@ -325,6 +343,8 @@ class OpenSandboxOperator(BaseOperator):
             "image": self.image,
             "cpu": self.cpu,
             "memory": self.memory,
+            "cpu_request": self.cpu_request,
+            "memory_request": self.memory_request,
             "workdir": self.workdir,
             "snapshot": self.snapshot,
         }

@@ -16,7 +16,7 @@ from opensandbox_provider import _tags
 from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._deployment import deployment_id
 from opensandbox_provider.egress import _policy
-from opensandbox_provider.sandbox import _arguments, _volumes
+from opensandbox_provider.sandbox import _arguments, _resources, _volumes
 
 if TYPE_CHECKING:
     from opensandbox.models.sandboxes import NetworkPolicy
@@ -36,6 +36,9 @@ _IDLE_NAME_SUFFIX = re.compile(f"[0-9a-f]{{{_IDLE_SUFFIX}}}")
 # The server's own refusal of shorter lifetimes, which an idle sandbox's lease is.
 _MIN_IDLE_LEASE = _arguments.MIN_SANDBOX_TIMEOUT
 
+# Arguments added after pools were in use: counted in a fingerprint only when set.
+_UNSET_LEFT_OUT = ("resources", "requests", "registry_conn_id")
+
 Fallback = Literal["cold", "fail"]
 _FALLBACKS = ("cold", "fail")
 
@@ -52,10 +55,15 @@ class CreationArguments:
     cpu: str
     memory: str
     env: Mapping[str, str]
+    # Which connection's login the image is pulled with, never the login itself.
+    registry_conn_id: str | None
     # The spec's network fields alone; made into the policy the server is sent only when
     # compared, so that defining a pool in a Dag file imports no SDK module.
     network: SandboxSpec | None
     volumes: tuple[_volumes.Mount, ...]
+    # Limits beside cpu and memory, and requests below the limits.
+    resources: Mapping[str, str] = field(default_factory=dict)
+    requests: Mapping[str, str] = field(default_factory=dict)
     # The names in ``env`` whose values are secrets: compared as every other value is, but
     # left out of the fingerprint. Which names they are does not make another sandbox.
     private: frozenset[str] = field(default=frozenset(), compare=False)
@@ -70,6 +78,9 @@ class CreationArguments:
         memory: str,
         spec: SandboxSpec | None,
         volumes: Sequence[_volumes.Mount],
+        resources: Mapping[str, str] | None = None,
+        requests: Mapping[str, str] | None = None,
+        registry_conn_id: str | None = None,
         private_env: Mapping[str, str] | None = None,
     ) -> CreationArguments:
         """
@@ -99,6 +110,10 @@ class CreationArguments:
                 allow_egress_to_cidrs=spec.allow_egress_to_cidrs,
             ),
             volumes=tuple(volumes),
+            resources=dict(resources or {}),
+            requests=dict(requests or {}),
+            # Nothing is pulled for a snapshot, so no login makes another sandbox.
+            registry_conn_id=None if snapshot else registry_conn_id,
             private=frozenset(private),
         )
 
@@ -117,6 +132,9 @@ class CreationArguments:
             "env": dict(sorted(self.env.items())),
             "network": _dumped(self.policy()),
             "volumes": [_dumped(volume) for volume in volumes],
+            "resources": dict(sorted(self.resources.items())),
+            "requests": dict(sorted(self.requests.items())),
+            "registry_conn_id": self.registry_conn_id,
         }
 
     def fingerprint(self) -> str:
@@ -129,6 +147,11 @@ class CreationArguments:
         definition without any has the fingerprint it always had.
         """
         canonical = self.canonical()
+        # Left out when unset, so that a definition without them has the fingerprint it had
+        # before they existed, and its warm sandboxes still serve.
+        for name in _UNSET_LEFT_OUT:
+            if not canonical[name]:
+                del canonical[name]
         if self.private:
             canonical["env"] = {
                 name: value for name, value in canonical["env"].items() if name not in self.private
@@ -171,6 +194,12 @@ class WarmPool:
     :param snapshot: A snapshot to start each sandbox from instead of ``image``.
     :param cpu: The CPU limit of each sandbox, as the backend's ``cpu``.
     :param memory: The memory limit of each sandbox, as the backend's ``memory``.
+    :param resources: Other resource limits of each sandbox, as the backend's ``resources``.
+    :param cpu_request: As the backend's ``cpu_request``.
+    :param memory_request: As the backend's ``memory_request``.
+    :param registry_conn_id: The ``docker`` connection whose login the keeper pulls ``image``
+        with, as the backend's ``registry_conn_id``. The definition, and so the fingerprint
+        every warm sandbox carries, holds the connection's id, never its login.
     :param spec: The environment and network policy each sandbox is made with, as the task's
         ``SandboxSpec`` gives them. The default, ``SandboxSpec()``, denies all egress, as an
         operator's default spec does; ``None`` is what a backend creates for no spec at all.
@@ -196,6 +225,10 @@ class WarmPool:
     snapshot: str | None = None
     cpu: str = "1"
     memory: str = "2Gi"
+    resources: Mapping[str, str] = field(default_factory=dict)
+    cpu_request: str | None = None
+    memory_request: str | None = None
+    registry_conn_id: str | None = None
     spec: SandboxSpec | None = field(default_factory=SandboxSpec)
     volumes: Sequence[_volumes.Mount] = ()
     opensandbox_conn_id: str | None = "opensandbox_default"
@@ -249,6 +282,14 @@ class WarmPool:
                 memory=self.memory,
                 spec=self.spec,
                 volumes=volumes,
+                resources=_resources.extra_limits(self.resources),
+                requests=_resources.requests(
+                    cpu=self.cpu,
+                    memory=self.memory,
+                    cpu_request=self.cpu_request,
+                    memory_request=self.memory_request,
+                ),
+                registry_conn_id=self.registry_conn_id,
                 private_env=self.private_env,
             ),
         )

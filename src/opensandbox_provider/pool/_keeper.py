@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, cast
 from opensandbox_provider._errors import status_of, transport_errors
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.pool._store import state_store
-from opensandbox_provider.sandbox import _volumes
+from opensandbox_provider.sandbox import _registry, _volumes
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
@@ -117,19 +117,19 @@ class Keeper:
 
         pool = self.pool
         return SandboxSync.create(
-            None if pool.snapshot else pool.image,
+            None if pool.snapshot else _registry.image_spec(pool.image, pool.registry_conn_id),
             snapshot_id=pool.snapshot,
             timeout=context.idle_timeout,
             ready_timeout=context.ready_timeout,
             env=dict(pool.creation.env) or None,
             metadata=pool.idle_metadata(),
-            resource={"cpu": pool.cpu, "memory": pool.memory},
+            resource={"cpu": pool.cpu, "memory": pool.memory, **pool.creation.resources},
             network_policy=pool.creation.policy(),
             volumes=_volumes.sdk_volumes(pool.volumes),
             connection_config=cast("ConnectionConfigSync", context.connection_config),
             # The SDK's pool polls readiness itself once the sandbox exists.
             skip_health_check=True,
-            **creation_options(context.connection_config),
+            **creation_options(context.connection_config, pool.creation.requests),
         )
 
 

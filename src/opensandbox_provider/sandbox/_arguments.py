@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
 
 from opensandbox_provider.sandbox._limits import validate_positive_finite
+from opensandbox_provider.sandbox._resources import quantity
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -30,6 +31,8 @@ def check_backend(
     for value, label in ((image, "image"), (cpu, "cpu"), (memory, "memory")):
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"{label} must be a non-empty string, got {value!r}.")
+    quantity(cpu, "cpu")
+    quantity(memory, "memory")
     validate_positive_finite(sandbox_timeout, "sandbox_timeout")
     validate_positive_finite(ready_timeout, "ready_timeout")
     if sandbox_timeout < MIN_SANDBOX_TIMEOUT:

@@ -16,7 +16,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 from opensandbox_provider._errors import api_exceptions, as_sandbox_errors
 from opensandbox_provider.egress import _policy
 from opensandbox_provider.pool._server_pool import ServerPool
-from opensandbox_provider.sandbox import _pool, _server_pool, _volumes
+from opensandbox_provider.sandbox import _pool, _registry, _server_pool, _volumes
 
 if TYPE_CHECKING:
     from airflow.providers.common.ai.sandbox.base import SandboxSpec
@@ -96,25 +96,29 @@ def create_cold(
 
         from opensandbox_provider._connection_config import creation_options
 
+        # A snapshot is on the server already: there is no image to pull, and no login to send.
+        image = None if backend.snapshot else backend.image
         try:
             sdk = SandboxSync.create(
-                None if backend.snapshot else backend.image,
+                image and _registry.image_spec(image, backend.registry_conn_id),
                 snapshot_id=backend.snapshot,
                 timeout=timedelta(seconds=backend.sandbox_timeout),
                 ready_timeout=timedelta(seconds=backend.ready_timeout),
                 env=env,
                 metadata=metadata,
-                resource={"cpu": backend.cpu, "memory": backend.memory},
+                resource={"cpu": backend.cpu, "memory": backend.memory, **backend.resources},
                 network_policy=policy,
                 volumes=_volumes.sdk_volumes(backend.volumes),
                 connection_config=config,
                 # Readiness is polled by wait_until_ready, without the SDK's backoff on the
                 # first miss.
                 skip_health_check=True,
-                **creation_options(config),
+                **creation_options(config, backend.resource_requests),
             )
         except api_exceptions() as e:
-            refused = _volumes.explain_refusal(e, backend.volumes)
+            refused = _volumes.explain_refusal(e, backend.volumes) or _registry.explain_refusal(
+                e, image, backend.registry_conn_id
+            )
             raise (refused or _policy.explain_refusal(e, policy)) from e
     return sdk
 
@@ -155,6 +159,9 @@ def pool_arguments(backend: OpenSandboxBackend, spec: SandboxSpec | None) -> Cre
         snapshot=backend.snapshot,
         cpu=backend.cpu,
         memory=backend.memory,
+        resources=backend.resources,
+        requests=backend.resource_requests,
+        registry_conn_id=backend.registry_conn_id,
         spec=spec,
         volumes=backend.volumes,
     )

@@ -35,6 +35,7 @@ from opensandbox_provider.sandbox import (
     _arguments,
     _lifecycle,
     _pause,
+    _resources,
     _server_pool,
     _volumes,
 )
@@ -112,6 +113,18 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     :param image: The image each sandbox runs.
     :param cpu: The CPU limit of each sandbox, as OpenSandbox takes it (``"1"``, ``"500m"``).
     :param memory: The memory limit of each sandbox (``"2Gi"``).
+    :param resources: Limits of other resources, by name as the server passes them on:
+        ``{"gpu": "1"}`` (the server's own GPU key), ``{"nvidia.com/gpu": "1"}``,
+        ``{"ephemeral-storage": "10Gi"}``. Each name and amount is checked for form here;
+        what each runtime does with each is in :doc:`/operator`, "Resources".
+    :param cpu_request: What each sandbox asks a Kubernetes scheduler for of CPU, at most
+        ``cpu``; ``None`` takes the connection's ``cpu_request``, else the limit. The Docker
+        runtime has no requests.
+    :param memory_request: The same for memory, at most ``memory``.
+    :param registry_conn_id: A ``docker`` connection (host the registry, login, password)
+        whose login the server pulls ``image`` with; the image must be on that registry. The
+        login goes to the server in the create request alone, never into a log or the
+        sandbox's metadata (see :doc:`/operator`, "Private images").
     :param sandbox_timeout: The lease, in seconds, at least 60: how long the server keeps a
         sandbox this backend creates after the last renewal, and how long a provisioned
         sandbox waits between tasks. A sandbox another backend created keeps its creator's.
@@ -154,6 +167,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         image: str = "python:3.12-slim",
         cpu: str = "1",
         memory: str = "2Gi",
+        resources: Mapping[str, str] | None = None,
+        cpu_request: str | None = None,
+        memory_request: str | None = None,
+        registry_conn_id: str | None = None,
         sandbox_timeout: float = 3600.0,
         ready_timeout: float = 120.0,
         use_server_proxy: bool | None = None,
@@ -176,6 +193,14 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self.image = image
         self.cpu = cpu
         self.memory = memory
+        self.resources = _resources.extra_limits(resources)
+        self.cpu_request = cpu_request
+        self.memory_request = memory_request
+        # Checked now, so that a request above its limit fails when the Dag is parsed.
+        self.resource_requests = _resources.requests(
+            cpu=cpu, memory=memory, cpu_request=cpu_request, memory_request=memory_request
+        )
+        self.registry_conn_id = registry_conn_id
         self.sandbox_timeout = float(sandbox_timeout)
         self.ready_timeout = float(ready_timeout)
         self.use_server_proxy = use_server_proxy
