@@ -63,7 +63,7 @@ def test_the_pinned_sdk_shares_the_ssl_context_the_ca_bundle_reaches() -> None:
 
 
 def test_an_sdk_without_that_context_is_refused_naming_its_version() -> None:
-    with pytest.raises(RuntimeError, match=f"opensandbox {SDK_VERSION}.*SSL_CERT_FILE"):
+    with pytest.raises(SandboxTerminalError, match=f"opensandbox {SDK_VERSION}.*SSL_CERT_FILE"):
         _ssl_context_of(httpx.MockTransport(lambda request: httpx.Response(200)))
 
 
