@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import pkgutil
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,9 @@ PACKAGE = Path(opensandbox_provider.__file__).parent
 
 # The Sandboxes view's app is a FastAPI app of Airflow 3's UI; Airflow 2 has no FastAPI.
 AIRFLOW_3_ONLY = {"opensandbox_provider.plugins._app"}
+# Imported by the operator's OpenLineage methods alone, and only where the openlineage
+# provider is installed (it is optional).
+NEEDS_LINEAGE = {"opensandbox_provider.operators._lineage"}
 
 
 def modules() -> list[Any]:
@@ -29,7 +33,13 @@ def modules() -> list[Any]:
         info.name for info in pkgutil.walk_packages([str(PACKAGE)], prefix="opensandbox_provider.")
     )
     only_3 = pytest.mark.airflow_at_least("3.0", reason="a FastAPI app of Airflow 3's UI")
-    return [pytest.param(name, marks=only_3) if name in AIRFLOW_3_ONLY else name for name in names]
+    lineage = pytest.mark.skipif(
+        importlib.util.find_spec("airflow.providers.openlineage") is None,
+        reason="the openlineage provider, optional and needed by this module alone, is not "
+        "installed here",
+    )
+    marks = {name: only_3 for name in AIRFLOW_3_ONLY} | {name: lineage for name in NEEDS_LINEAGE}
+    return [pytest.param(name, marks=marks[name]) if name in marks else name for name in names]
 
 
 def _guarded(tree: ast.AST) -> set[int]:
