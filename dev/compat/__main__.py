@@ -51,7 +51,9 @@ def _print(combination: Combination, outcomes: list[CheckOutcome]) -> None:
             _say(outcome.tail)
 
 
-def run_matrix(combinations: tuple[Combination, ...], *, lock: str | None, stack: bool) -> int:
+def run_matrix(
+    combinations: tuple[Combination, ...], *, lock: str | None, stack: bool, keep_others: bool
+) -> int:
     """Each combination's stack checks wait for their turn of the stack in one background
     thread, in order, while the next combinations build and run the checks that need nothing:
     a shared stack's queue then costs the run little."""
@@ -72,8 +74,8 @@ def run_matrix(combinations: tuple[Combination, ...], *, lock: str | None, stack
             _print(combination, stack_outcomes)
             results[combination] += stack_outcomes
             # After each combination, so an interrupted run still leaves what it proved.
-            report.write_artifact(results)
-    artifact = report.write_artifact(results)
+            report.write_artifact(results, keep_others=keep_others)
+    artifact = report.write_artifact(results, keep_others=keep_others)
     _say("\n" + report.table(results))
     _say(f"\nWritten to {artifact.relative_to(REPO)}")
     return 0 if report.gating_passed(results) else 1
@@ -88,6 +90,11 @@ def main() -> int:
     matrix.add_argument("combinations", nargs="*", help="names such as airflow-3.3-sdk-1.1.1")
     matrix.add_argument("--stack-turn", help="command prefix that waits for the stack's lock")
     matrix.add_argument("--no-stack", action="store_true", help="only the checks without it")
+    matrix.add_argument(
+        "--keep-others",
+        action="store_true",
+        help="keep the artifact's rows of the combinations not run, with their date and commit",
+    )
     commands.add_parser("doc", help="write the last run's table into docs/compatibility.rst")
     phase = commands.add_parser("stack-phase", help=argparse.SUPPRESS)
     phase.add_argument("combination")
@@ -104,7 +111,12 @@ def main() -> int:
         (combination,) = select([args.combination])
         stack_phase.run_here(combination, args.out)
         return 0
-    return run_matrix(select(args.combinations), lock=args.stack_turn, stack=not args.no_stack)
+    return run_matrix(
+        select(args.combinations),
+        lock=args.stack_turn,
+        stack=not args.no_stack,
+        keep_others=args.keep_others,
+    )
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from dev.compat.combinations import REPO, Combination
+from dev.compat.combinations import COMBINATIONS, REPO, Combination
 from dev.compat.outcome import CheckOutcome
 
 ARTIFACT = REPO / "artifacts" / "compat.json"
@@ -62,26 +63,47 @@ def _commit() -> str:
     return f"{commit} (with uncommitted changes)" if git("status", "--porcelain") else commit
 
 
+def _rows_of(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rows of an artifact, each with the date and commit of the run that made it (an
+    artifact of one run has them once, at its top)."""
+    return [
+        {"date": document.get("date", "?"), "commit": document.get("commit", "?"), **row}
+        for row in document["combinations"]
+    ]
+
+
 def write_artifact(
-    results: Mapping[Combination, Sequence[CheckOutcome]], path: Path = ARTIFACT
+    results: Mapping[Combination, Sequence[CheckOutcome]],
+    path: Path = ARTIFACT,
+    *,
+    keep_others: bool = False,
 ) -> Path:
+    """
+    The run's outcomes as the artifact; with ``keep_others``, the rows of combinations this run
+    did not run stay as an earlier run left them, each with its own date and commit, so that a
+    combination run again after a fix replaces only its own row.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    document = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "commit": _commit(),
-        "combinations": [
-            {
-                "combination": combination.name,
-                "python": combination.python,
-                "gating": combination.gating,
-                "versions": _pins_of(combination, VERSIONS_SHOWN),
-                "passed": all(outcome.passed for outcome in outcomes),
-                "checks": [outcome.as_dict() for outcome in outcomes],
-            }
-            for combination, outcomes in results.items()
-        ],
+    date, commit = datetime.now(UTC).strftime("%Y-%m-%d"), _commit()
+    rows = {
+        combination.name: {
+            "combination": combination.name,
+            "date": date,
+            "commit": commit,
+            "python": combination.python,
+            "gating": combination.gating,
+            "versions": _pins_of(combination, VERSIONS_SHOWN),
+            "passed": all(outcome.passed for outcome in outcomes),
+            "checks": [outcome.as_dict() for outcome in outcomes],
+        }
+        for combination, outcomes in results.items()
     }
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    if keep_others and path.exists():
+        earlier = {row["combination"]: row for row in _rows_of(json.loads(path.read_text()))}
+        rows = earlier | rows
+    order = [combination.name for combination in COMBINATIONS]
+    ordered = sorted(rows.values(), key=lambda row: order.index(row["combination"]))
+    path.write_text(json.dumps({"combinations": ordered}, indent=2) + "\n", encoding="utf-8")
     return path
 
 
@@ -104,18 +126,20 @@ def _cell(check: Mapping[str, object] | None) -> str:
     return f"{mark}, {float(str(check['seconds'])):.0f} s{summary}"
 
 
-def rst_table(document: Mapping[str, object]) -> str:
-    """The last run as the RST table docs/compatibility.rst shows, with its date and commit."""
-    rows = list(document["combinations"])  # type: ignore[call-overload]
-    checks = ["environment", "unit", "connection_type", "agent", "attach_dag"]
+def rst_table(document: Mapping[str, Any]) -> str:
+    """The last run of each combination as the RST table docs/compatibility.rst shows, with the
+    date and commit each ran at."""
+    rows = _rows_of(document)
+    checks = ["unit", "connection_type", "agent", "attach_dag"]
     gating = [row for row in rows if row["gating"]]
     verdict = (
         "every check of every gating combination passed"
         if all(row["passed"] for row in gating)
         else "some checks FAILED (see the table)"
     )
+    runs = sorted({f"{row['date']}, commit ``{row['commit']}``" for row in rows})
     lines = [
-        f"Last run: {document['date']}, commit ``{document['commit']}``: {verdict}.",
+        f"Last run of each combination ({'; '.join(runs)}): {verdict}.",
         "Seconds per check, on a two-core machine shared with other work; the counts are "
         "pytest's. The early-warning lane is recorded and does not gate.",
         "",
@@ -123,8 +147,8 @@ def rst_table(document: Mapping[str, object]) -> str:
         "   :header-rows: 1",
         "",
         "   * - Combination",
-        "     - Versions (Airflow, common-ai, common-compat, SDK)",
-        *(f"     - ``{check}``" for check in checks[1:]),
+        "     - Versions (Airflow, common-ai, common-compat, SDK); run",
+        *(f"     - ``{check}``" for check in checks),
     ]
     for row in rows:
         by_check = {check["check"]: check for check in row["checks"]}
@@ -132,8 +156,11 @@ def rst_table(document: Mapping[str, object]) -> str:
         name = row["combination"] + ("" if row["gating"] else " (early warning)")
         if not by_check.get("environment", {"passed": True})["passed"]:
             versions += "; environment FAILED"
-        lines += [f"   * - {name}", f"     - {versions}, Python {row['python']}"]
-        lines += [f"     - {_cell(by_check.get(check))}" for check in checks[1:]]
+        lines += [
+            f"   * - {name}",
+            f"     - {versions}, Python {row['python']}; {row['date']}, ``{row['commit']}``",
+        ]
+        lines += [f"     - {_cell(by_check.get(check))}" for check in checks]
     return "\n".join(lines) + "\n"
 
 

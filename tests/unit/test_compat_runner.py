@@ -59,8 +59,31 @@ def test_the_table_and_the_artifact_say_which_check_failed(tmp_path) -> None:
     assert row["passed"] is False and row["gating"] is True and row["python"] == "3.11"
     assert row["versions"]["apache-airflow"].startswith("3.3.")
     assert row["checks"][1]["tail"] == "AssertionError"
-    assert written["commit"] and written["date"]
+    assert row["commit"] and row["date"]
     assert report.gating_passed(results) is False
+
+
+def test_a_combination_run_again_replaces_only_its_own_row(tmp_path) -> None:
+    first, second = select(["airflow-3.2-sdk-1.1.1", "airflow-3.3-sdk-1.1.1"])
+    artifact = tmp_path / "compat.json"
+    report.write_artifact(
+        {
+            first: [CheckOutcome("unit", True, 1.0, "1 passed")],
+            second: [CheckOutcome("unit", False, 1.0, "1 failed")],
+        },
+        artifact,
+    )
+    report.write_artifact(
+        {second: [CheckOutcome("unit", True, 2.0, "2 passed")]}, artifact, keep_others=True
+    )
+    rows = json.loads(artifact.read_text())["combinations"]
+    assert [(r["combination"], r["passed"]) for r in rows] == [
+        (first.name, True),
+        (second.name, True),
+    ]
+    table = report.rst_table(json.loads(artifact.read_text()))
+    assert "every check of every gating combination passed" in table
+    assert "pass, 2 s (2 passed)" in table
 
 
 def test_the_early_warning_lane_is_recorded_but_does_not_gate() -> None:
