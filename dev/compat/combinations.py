@@ -32,10 +32,18 @@ TEST_TOOLS = ("pytest", "pytest-asyncio", "pytest-xdist", "sphinx")
 # Where an Airflow line itself fails with the newest releases of its own dependencies, which
 # its metadata does not bound: a plain two-task Dag without this provider fails under
 # `airflow dags test` there. Each line is held to what the next Airflow line bounds itself to.
+# cryptography 51 made MultiFernet a compiled class that takes no new attribute, and 2.11, 3.0
+# and 3.1 mark the key they encrypt with by setting one on it: every Variable or connection
+# written with a Fernet key fails there; Airflow 3.2 wraps the key in a class of its own.
+_FERNET = "cryptography<51"
 HELD_BACK = {
+    "2.11": (_FERNET,),
     # 3.0's task SDK sends its JSON payloads without a content type, which newer FastAPI
-    # refuses; Airflow 3.1 bounds FastAPI below 0.118.
-    "3.0": ("fastapi<0.118",),
+    # refuses; Airflow 3.1 bounds FastAPI below 0.118. 3.0's ObjectStoragePath cannot be made
+    # for a file:// URL with universal-pathlib 0.3 (its constructor refuses the protocol);
+    # Airflow 3.1 bounds universal-pathlib below 0.3.
+    "3.0": ("fastapi<0.118", "universal-pathlib<0.3", _FERNET),
+    "3.1": (_FERNET,),
     # FastAPI 0.137 and later cannot build 3.2's execution API (its task state union names a
     # function as the discriminator field); Airflow 3.3 bounds FastAPI below 0.137. svcs 26.2
     # takes its registry off the app when its lifespan is collected, and 3.2's in-process
@@ -100,9 +108,14 @@ class Combination:
             f"apache-airflow{airflow}",
             f"apache-airflow-providers-common-ai=={self.common_ai}",
             f"opensandbox=={self.sdk}",
-            *HELD_BACK.get(self.line, ()),
             *test_tools(),
         ]
+
+    def held_back(self) -> tuple[str, ...]:
+        """Upper bounds the Airflow line itself needs (``HELD_BACK``), given as constraints: the
+        floors combination resolves its direct requirements to their lowest versions, and a
+        held-back package is no requirement of ours."""
+        return HELD_BACK.get(self.line, ())
 
 
 COMBINATIONS = (

@@ -31,9 +31,14 @@ def header(combination: Combination) -> str:
 def compile_pins(combination: Combination) -> str:
     """The resolution of the package's declared ranges (its ``opensandbox`` and ``pool`` extras
     included) together with what the combination fixes, one ``name==version`` a line."""
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", prefix="compat-") as fixed:
+    with (
+        tempfile.NamedTemporaryFile("w", suffix=".txt", prefix="compat-") as fixed,
+        tempfile.NamedTemporaryFile("w", suffix=".txt", prefix="compat-held-") as held,
+    ):
         fixed.write("\n".join(combination.requirements()) + "\n")
         fixed.flush()
+        held.write("".join(f"{bound}\n" for bound in combination.held_back()))
+        held.flush()
         result = subprocess.run(
             [
                 "uv",
@@ -49,6 +54,8 @@ def compile_pins(combination: Combination) -> str:
                 "opensandbox",
                 "--extra",
                 "pool",
+                "--constraint",
+                held.name,
                 str(REPO / "pyproject.toml"),
                 fixed.name,
             ],

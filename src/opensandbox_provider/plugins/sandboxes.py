@@ -4,13 +4,16 @@ Registered as Airflow's own providers register theirs: in the provider info's ``
 through the ``airflow.plugins`` entry point. Every Airflow process loads plugins, a task's too,
 and Airflow's API security module alone takes seconds to import, so the page's FastAPI app is
 built on its first request, in the api-server only (``_app.py``). ``[opensandbox]
-sandboxes_view = False`` leaves the plugin empty: no page, no link, no app.
+sandboxes_view = False``, or an Airflow before 3.1, leaves the plugin empty: no page, no link,
+no app.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from airflow import __version__ as airflow_version
 from airflow.plugins_manager import AirflowPlugin
 from airflow.providers.common.compat.sdk import conf
 
@@ -18,8 +21,16 @@ URL_PREFIX = "/opensandbox"
 PAGE = f"{URL_PREFIX}/sandboxes"
 
 
+# Airflow 3.0 has no external views to link the page from, and its API resolves a user only
+# from a bearer header, which a page the browser navigates to does not send.
+FIRST_AIRFLOW_WITH_THE_VIEW = (3, 1)
+
+
 def view_enabled() -> bool:
     """Whether this deployment shows the Sandboxes view (``[opensandbox] sandboxes_view``)."""
+    major_minor = re.match(r"(\d+)\.(\d+)", airflow_version)
+    if major_minor and tuple(map(int, major_minor.groups())) < FIRST_AIRFLOW_WITH_THE_VIEW:
+        return False
     return conf.getboolean("opensandbox", "sandboxes_view", fallback=True)
 
 
