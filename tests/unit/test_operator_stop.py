@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxExecResult
-from airflow.sdk import dag, task
+from airflow.providers.common.compat.sdk import dag, task
 
 from opensandbox_provider.operators._finish_action import keeps
 from opensandbox_provider.operators._stop import Stop, recording_group, stop_gracefully

@@ -192,9 +192,11 @@ manager.init()
 token = manager.generate_jwt(SimpleAuthManagerUser(username="ada", role="viewer"))
 def request(headers):
     raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-    return Request({"type": "http", "method": "GET", "path": "/", "headers": raw, "query_string": b""})
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": raw, "query_string": b""}
+    return Request(scope)
 found = {}
-for name, headers in {"header": {"Authorization": f"Bearer {token}"}, "cookie": {"Cookie": f"_token={token}"}}.items():
+ways = {"header": {"Authorization": f"Bearer {token}"}, "cookie": {"Cookie": f"_token={token}"}}
+for name, headers in ways.items():
     found[name] = asyncio.run(_user(request(headers))).get_name()
 try:
     asyncio.run(_user(request({})))

@@ -141,7 +141,7 @@ def test_a_pool_without_the_new_arguments_keeps_the_fingerprint_it_had() -> None
 
 
 def test_the_decorator_takes_them_for_its_function_and_its_set_up_alike(monkeypatch) -> None:
-    from airflow.sdk import dag, task
+    from airflow.providers.common.compat.sdk import dag, task
 
     from opensandbox_provider.decorators import opensandbox as decorator
 
