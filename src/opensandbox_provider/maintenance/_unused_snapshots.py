@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -26,9 +25,6 @@ MIN_UNUSED_SNAPSHOT_AGE = 2 * _snapshot_use.RECORD_INTERVAL
 # refuses to remove, leaving the snapshot half deleted.
 _ENDED = "Terminated"
 
-UseReader = Callable[[str], "datetime | None"]
-"""When a snapshot, by id, was last recorded used; ``None`` when never."""
-
 
 def checked_unused_age(value: timedelta | float | None) -> timedelta | None:
     """``unused_snapshot_age`` as a ``timedelta``, refused when the Dag is parsed if wrong."""
@@ -49,13 +45,12 @@ def remove_unused_snapshots(
     *,
     deployment: str,
     unused_for: timedelta,
-    last_used: UseReader = _snapshot_use.last_used,
     now: datetime | None = None,
 ) -> list[str]:
     """
     Remove every snapshot ``deployment`` prepared that no task has used for ``unused_for``;
-    return their ids. A snapshot's last use is the last recorded (``last_used``), else when
-    it was made.
+    return their ids. A snapshot's last use is the last recorded
+    (:func:`~opensandbox_provider.sandbox._snapshot_use.record_use`), else when it was made.
 
     Left alone: other deployments' snapshots and any not named as :func:`prepare_snapshot
     <opensandbox_provider.sandbox.prepare_snapshot>` names them (made by hand, or before
@@ -70,14 +65,19 @@ def remove_unused_snapshots(
             continue
         if info.status.state == _snapshots.CREATING_STATE or info.id in running_from:
             continue
-        used = last_used(info.id) or _snapshots.made_at(info)
+        used = _snapshot_use.last_used(info.id) or _snapshots.made_at(info)
         if at - used < unused_for:
             continue
         try:
             _snapshots.delete(lifecycle, info.id)
         except SandboxError as e:
-            # A sandbox started from it since the listing: the next cleanup tries again.
-            log.warning("Could not remove snapshot %s (%s): %s", info.id, info.name, e)
+            # A sandbox started from it since the listing, most likely.
+            log.warning(
+                "Could not remove snapshot %s (%s): %s. The next cleanup tries again.",
+                info.id,
+                info.name,
+                e,
+            )
             continue
         log.info(
             "Removed snapshot %s (%s): no task has used it since %s, longer ago than "
