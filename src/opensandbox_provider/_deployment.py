@@ -21,7 +21,8 @@ from __future__ import annotations
 import functools
 import re
 import uuid
-from typing import Any
+
+from opensandbox_provider import _variables
 
 KEY = "airflow-deployment"
 """The metadata key holding the deployment id."""
@@ -82,27 +83,18 @@ def _stored() -> str:
 
 
 def _read() -> str | None:
-    if _under_task_sdk():
-        from airflow.sdk import Variable
-
-        value = Variable.get(VARIABLE, default=None)
-    else:
-        from airflow.models.variable import Variable as VariableRow
-
-        value = VariableRow.get(VARIABLE, default_var=None)
-    return None if value is None else str(value).strip() or None
+    value = _variables.read(VARIABLE)
+    return None if value is None else value.strip() or None
 
 
 def _create(candidate: str) -> str:
     """Store ``candidate`` unless another process stored an id first; the id stored."""
-    if not _under_task_sdk():
+    if not _variables.under_task_sdk():
         return _insert(candidate)
     # The Execution API can only overwrite a Variable, not create one if absent: read back
     # what was written last. Two first tasks of a new deployment in the same instant could
     # still each keep their own; the option, or an api-server that made it first, avoids that.
-    from airflow.sdk import Variable
-
-    Variable.set(VARIABLE, candidate, description=_DESCRIPTION)
+    _variables.write(VARIABLE, candidate, description=_DESCRIPTION)
     return _read() or candidate
 
 
@@ -122,13 +114,3 @@ def _insert(candidate: str) -> str:
     if value is None:
         raise DeploymentUnknownError(f"The Variable {VARIABLE} was made but cannot be read back.")
     return value
-
-
-def _under_task_sdk() -> bool:
-    """Whether this is a task or trigger of Airflow 3, which reaches Variables only by its API."""
-    try:
-        from airflow.sdk.execution_time import task_runner
-    except ImportError:  # Airflow 2: every process reaches the database.
-        return False
-    comms: Any = getattr(task_runner, "SUPERVISOR_COMMS", None)
-    return comms is not None

@@ -22,10 +22,12 @@ from dev.airflow_stack.running import (
 )
 from dev.stack.state import ServerInfo, read_state
 from opensandbox_provider.decorators._requirements import set_up_commands
-from opensandbox_provider.sandbox._snapshots import snapshot_name
+from opensandbox_provider.sandbox._snapshots import NAME_PREFIX, snapshot_name
 
 # Dags only the tests run, parsed beside the demo's.
 TEST_DAGS = sorted((Path(__file__).parent / "dags").glob("opensandbox_*.py"))
+# The hash of a prepared environment's inputs, which ends its name.
+_DIGEST_LENGTH = 24
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -33,28 +35,33 @@ def demo_environment_deleted() -> Iterator[None]:
     """
     After each module, the prepared environment the operator system-test Dag's decorated task
     made: kept by design for its next run, but a test run must leave the servers as it found
-    them, which the run-wide snapshot leak check holds it to.
+    them, which the run-wide snapshot leak check holds it to. Its name holds the deployment
+    id of whichever Airflow made it, so it is found by the hash of its inputs that ends it.
     """
     yield
     try:
         state = read_state()
     except RuntimeError:
         return  # no stack, so no Dag ran
-    name = _demo_environment_name()
+    ending = "-" + _demo_environment_name()[-_DIGEST_LENGTH:]
     from opensandbox import SandboxManagerSync
     from opensandbox.models.sandboxes import SnapshotFilter
 
     for server in state.servers.values():
         manager = SandboxManagerSync.create(server.connection_config())
         try:
-            for info in manager.list_snapshots(SnapshotFilter(name=name)).snapshot_infos:
-                manager.delete_snapshot(info.id)
+            page = manager.list_snapshots(SnapshotFilter(page_size=200))
+            for info in page.snapshot_infos:
+                name = info.name or ""
+                if name.startswith(NAME_PREFIX) and name.endswith(ending):
+                    manager.delete_snapshot(info.id)
         finally:
             manager.close()
 
 
 def _demo_environment_name() -> str:
-    """The name the operator Dag's requirements snapshot gets from its inputs."""
+    """The name the operator Dag's requirements snapshot gets from its inputs, in a
+    deployment named ``any``."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("operator_dag", OPERATOR_DAG_FILE)
@@ -62,7 +69,13 @@ def _demo_environment_name() -> str:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     commands = set_up_commands(module.REQUIREMENTS, module.PIP_ARGS)
-    return snapshot_name(base="image:python:3.12-slim", commands=commands, env={}, workdir=None)
+    return snapshot_name(
+        deployment="any",
+        base="image:python:3.12-slim",
+        commands=commands,
+        env={},
+        workdir=None,
+    )
 
 
 @pytest.fixture(scope="module")

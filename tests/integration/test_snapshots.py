@@ -13,6 +13,7 @@ import shlex
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import OWNER_TAG, SandboxSpec, SandboxTerminalError
@@ -20,6 +21,7 @@ from opensandbox import SandboxManagerSync
 from opensandbox.models.sandboxes import SandboxFilter, SnapshotFilter
 
 from dev.stack.state import ServerInfo, StackState
+from opensandbox_provider._deployment import deployment_id
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.sandbox import (
     OpenSandboxBackend,
@@ -170,7 +172,11 @@ def test_a_failed_set_up_makes_no_snapshot_and_leaves_no_sandbox(backend_on, pla
         prepare_snapshot(preparer, set_up)
 
     name = _snapshots.snapshot_name(
-        base=f"image:{preparer.image}", commands=set_up, env={}, workdir=None
+        deployment=deployment_id(),
+        base=f"image:{preparer.image}",
+        commands=set_up,
+        env={},
+        workdir=None,
     )
     manager = SandboxManagerSync.create(plain_server.connection_config())
     try:
@@ -245,3 +251,53 @@ def test_the_operator_starts_its_sandbox_from_a_snapshot_rendered_from_its_templ
 
     # The operator destroys its sandbox however it ends, before the snapshot is deleted.
     assert operator.execute({}) == {"exit_code": 0, "stdout": f"{token}\n"}
+
+
+def named(server: ServerInfo, name: str) -> list:
+    """The snapshots on ``server`` named ``name``, oldest first, whatever their state."""
+    manager = SandboxManagerSync.create(server.connection_config())
+    try:
+        infos = manager.list_snapshots(SnapshotFilter(name=name)).snapshot_infos
+    finally:
+        manager.close()
+    return sorted(infos, key=lambda info: info.created_at)
+
+
+@pytest.mark.needs_snapshots
+def test_a_snapshot_older_than_max_age_is_made_again_and_the_old_one_left_for_the_cleanup(
+    backend_on, plain_server, snapshots, start
+):
+    # What the set-up makes differs at each run of it, as an unpinned requirement may.
+    token = uuid.uuid4().hex
+    set_up = [f"echo {token} > /opt/token && cat /proc/sys/kernel/random/uuid > /opt/built"]
+    preparer = backend_on(plain_server)
+
+    first = prepare_snapshot(preparer, set_up)
+    snapshots.append((preparer, first))
+    assert prepare_snapshot(preparer, set_up, max_age=timedelta(hours=1)) == first
+    time.sleep(4)
+    again = prepare_snapshot(preparer, set_up, max_age=3)
+    snapshots.append((preparer, again))
+
+    assert again != first
+    (old, new) = named(plain_server, _name_of(plain_server, first))
+    assert (old.id, new.id) == (first, again)
+    assert old.status.state == new.status.state == "Ready"
+    assert old.name.startswith(f"airflow-env-{deployment_id()}-")
+    # An age between the two: the new one is reused, the old one is never taken again.
+    between = datetime.now(UTC) - (old.created_at + (new.created_at - old.created_at) / 2)
+    assert prepare_snapshot(preparer, set_up, max_age=between) == again
+    built = {}
+    for snapshot in (first, again):
+        backend, handle = start(plain_server, SandboxSpec(block_network=False), snapshot=snapshot)
+        assert run(backend, handle, "cat /opt/token").stdout == f"{token}\n"
+        built[snapshot] = run(backend, handle, "cat /opt/built").stdout
+    assert built[first] != built[again]
+
+
+def _name_of(server: ServerInfo, snapshot: str) -> str:
+    manager = SandboxManagerSync.create(server.connection_config())
+    try:
+        return manager.get_snapshot(snapshot).name
+    finally:
+        manager.close()

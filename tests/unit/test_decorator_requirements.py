@@ -4,7 +4,7 @@ commands that make their environment, and nothing made for them when the task ca
 from __future__ import annotations
 
 import shlex
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
@@ -46,7 +46,13 @@ def test_a_requirement_with_shell_characters_stays_one_argument() -> None:
 def test_a_changed_requirement_or_pip_argument_names_another_snapshot() -> None:
     def name(requirements: list[str], pip_args: list[str]) -> str:
         commands = set_up_commands(requirements, pip_args)
-        return snapshot_name(base="image:python:3.12-slim", commands=commands, env={}, workdir=None)
+        return snapshot_name(
+            deployment="production",
+            base="image:python:3.12-slim",
+            commands=commands,
+            env={},
+            workdir=None,
+        )
 
     assert name(["a==1"], []) == name(["a==1"], [])
     assert len({name(["a==1"], []), name(["a==2"], []), name(["a==1"], ["--pre"])}) == 3
@@ -120,3 +126,43 @@ def test_credentials_in_pip_args_and_requirement_urls_are_masked_before_the_set_
     with pytest.raises(AirflowException, match="stop after the set-up"):
         holder().task_dict["uses_pandas"].execute({})
     assert masked_before_set_up == [index_password, wheel_token]
+
+
+def decorated(**arguments: object):
+    """The operator ``@task.opensandbox(**arguments)`` makes, as a Dag file defines it."""
+
+    @task.opensandbox(**arguments)
+    def uses_pandas() -> None:
+        return None
+
+    @dag(schedule=None, start_date=datetime(2026, 1, 1))
+    def holder() -> None:
+        uses_pandas()
+
+    return holder().task_dict["uses_pandas"]
+
+
+@pytest.mark.parametrize("max_age", [timedelta(hours=-1), -1, 0, "7d"])
+def test_a_snapshot_max_age_that_is_not_a_positive_time_fails_when_parsed(max_age) -> None:
+    with pytest.raises(ValueError, match="snapshot_max_age is .*give a positive timedelta"):
+        decorated(requirements=["pandas"], snapshot_max_age=max_age)
+
+
+def test_a_snapshot_max_age_without_requirements_fails_when_parsed() -> None:
+    with pytest.raises(ValueError, match="snapshot_max_age describe how requirements"):
+        decorated(snapshot_max_age=timedelta(days=1))
+
+
+def test_the_snapshot_max_age_reaches_the_preparation_as_a_timedelta(monkeypatch) -> None:
+    asked: dict[str, object] = {}
+
+    def prepare_snapshot(*args: object, **kwargs: object) -> str:
+        asked.update(kwargs)
+        raise AirflowException("stop after the set-up")
+
+    monkeypatch.setattr(decorator, "prepare_snapshot", prepare_snapshot)
+    operator = decorated(requirements=["pandas"], snapshot_max_age=86400)
+
+    with pytest.raises(AirflowException, match="stop after the set-up"):
+        operator.execute({})
+    assert asked["max_age"] == timedelta(days=1)

@@ -1,4 +1,5 @@
-"""Prepared environments decided without a server: names, reuse, refusals and cleanup."""
+"""Prepared environments decided without a server: names, reuse, refresh by age, the record
+of use, refusals and cleanup."""
 
 from __future__ import annotations
 
@@ -15,9 +16,24 @@ from airflow.providers.common.ai.sandbox.base import (
 )
 from opensandbox.exceptions import SandboxApiException
 
-from opensandbox_provider.sandbox import OpenSandboxBackend, _snapshots, prepare_snapshot
+from opensandbox_provider import _variables
+from opensandbox_provider.sandbox import (
+    OpenSandboxBackend,
+    _snapshot_use,
+    _snapshots,
+    delete_snapshot,
+    prepare_snapshot,
+)
 
-NAME_INPUTS = {"base": "image:python:3.12-slim", "commands": ["make"], "env": {}, "workdir": None}
+NAME_INPUTS = {
+    "deployment": "production",
+    "base": "image:python:3.12-slim",
+    "commands": ["make"],
+    "env": {},
+    "workdir": None,
+}
+# The deployment the suite's processes name themselves (tests/conftest.py).
+DEPLOYMENT = "opensandbox-tests"
 
 
 def test_the_same_inputs_name_the_same_snapshot() -> None:
@@ -27,6 +43,7 @@ def test_the_same_inputs_name_the_same_snapshot() -> None:
 @pytest.mark.parametrize(
     "change",
     [
+        {"deployment": "staging"},
         {"base": "image:python:3.13-slim"},
         {"base": "snapshot:abc"},
         {"commands": ["make", "make install"]},
@@ -55,11 +72,12 @@ def test_a_credential_in_a_commands_url_is_not_hashed_into_the_name() -> None:
     assert named == [hidden, hidden]
 
 
-def test_a_snapshot_name_without_credentials_is_the_one_earlier_releases_gave() -> None:
-    # Snapshots prepared before credentials were left out are still found.
+def test_a_snapshot_name_is_the_deployment_then_the_hash_earlier_releases_gave() -> None:
+    # The hash of the inputs is unchanged (credentials left out, names without them as they
+    # were); the deployment before it is new in 1.1.0, so each snapshot is made once again.
     assert (
         _snapshots.snapshot_name(**NAME_INPUTS)
-        == "airflow-env-"
+        == "airflow-env-production-"
         + hashlib.sha256(
             b'{"base":"image:python:3.12-slim","commands":["make"],"env":{},"version":1,'
             b'"workdir":null}'
@@ -69,7 +87,22 @@ def test_a_snapshot_name_without_credentials_is_the_one_earlier_releases_gave() 
 
 def test_a_snapshot_name_is_one_the_server_takes_and_a_reader_recognises() -> None:
     name = _snapshots.snapshot_name(**NAME_INPUTS)
-    assert name.startswith("airflow-env-") and len(name) == len("airflow-env-") + 24
+    prefix = "airflow-env-production-"
+    assert name.startswith(prefix) and len(name) == len(prefix) + 24
+
+
+def test_a_deployment_knows_its_own_snapshots_and_no_other_deployments() -> None:
+    production = _snapshots.snapshot_name(**NAME_INPUTS)
+    # An id that begins with another's, and a name in the form of earlier releases.
+    prod_eu = _snapshots.snapshot_name(**{**NAME_INPUTS, "deployment": "production-eu"})
+    earlier = "airflow-env-" + production[-24:]
+
+    assert _snapshots.is_prepared_by(production, "production")
+    assert not _snapshots.is_prepared_by(prod_eu, "production")
+    assert _snapshots.is_prepared_by(prod_eu, "production-eu")
+    assert not _snapshots.is_prepared_by(production, "production-eu")
+    for other in (earlier, production + "0", "airflow-env-production-by-hand", None):
+        assert not _snapshots.is_prepared_by(other, "production")
 
 
 class Server:
@@ -81,8 +114,15 @@ class Server:
 
     def list_snapshots(self, snapshot_filter) -> SimpleNamespace:
         self.calls.append("list")
-        named = [s for s in self.snapshots if s.name == snapshot_filter.name]
-        return SimpleNamespace(snapshot_infos=named)
+        named = [
+            s
+            for s in self.snapshots
+            if snapshot_filter.name in (None, s.name)
+            and (not snapshot_filter.states or s.status.state in snapshot_filter.states)
+        ]
+        return SimpleNamespace(
+            snapshot_infos=named, pagination=SimpleNamespace(has_next_page=False)
+        )
 
     def create_snapshot(self, sandbox: str, name: str) -> SimpleNamespace:
         self.calls.append(f"snapshot {sandbox}")
@@ -156,9 +196,27 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Server:
     return stand_in
 
 
+@pytest.fixture(autouse=True)
+def variables(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The deployment's Airflow Variables, which this process has no metadata database for."""
+    stored: dict[str, str] = {}
+
+    def write(key: str, value: str, *, description: str) -> None:
+        stored[key] = value
+
+    monkeypatch.setattr(_variables, "read", stored.get)
+    monkeypatch.setattr(_variables, "write", write)
+    monkeypatch.setattr(_variables, "delete", lambda key: stored.pop(key, None))
+    return stored
+
+
 def name_for(backend: OpenSandboxBackend, commands: list[str]) -> str:
     return _snapshots.snapshot_name(
-        base=f"image:{backend.image}", commands=commands, env={}, workdir=backend.workdir
+        deployment=DEPLOYMENT,
+        base=f"image:{backend.image}",
+        commands=commands,
+        env={},
+        workdir=backend.workdir,
     )
 
 
@@ -288,3 +346,105 @@ def test_a_sandbox_from_a_snapshot_is_created_from_it_and_not_from_the_image(
     assert asked["image"] is None and asked["snapshot_id"] == "snap-1"
     # Its policy is its own spec's: deny-all here, whatever the set-up had.
     assert asked["network_policy"].default_action == "deny"
+
+
+def test_a_snapshot_older_than_max_age_is_made_again_and_the_old_one_is_left(server) -> None:
+    backend = Backend(server)
+    name = name_for(backend, ["make"])
+    server.snapshots.append(snapshot("old", name, age=7200))
+
+    assert prepare_snapshot(backend, ["make"], max_age=timedelta(hours=1)) == "new"
+    assert backend.commands == ["make"]
+    # Left for sandboxes that may still start from it, and for the maintenance cleanup.
+    assert [s.id for s in server.snapshots if s.name == name] == ["old", "new"]
+    assert not any(call.startswith("delete") for call in server.calls)
+
+
+def test_a_snapshot_younger_than_max_age_is_reused_and_an_age_in_seconds_counts(server) -> None:
+    backend = Backend(server)
+    name = name_for(backend, ["make"])
+    server.snapshots += [snapshot("stale", name, age=600), snapshot("fresh", name, age=60)]
+
+    assert prepare_snapshot(backend, ["make"], max_age=300) == "fresh"
+    # Without an age, the oldest ready one, as before.
+    assert prepare_snapshot(backend, ["make"]) == "stale"
+    assert backend.created == []
+
+
+def test_two_runs_preparing_again_after_max_age_leave_one_new_snapshot(server) -> None:
+    backend = Backend(server)
+    name = name_for(backend, ["make"])
+    server.snapshots.append(snapshot("old", name, age=7200))
+    create = server.create_snapshot
+
+    def create_while_a_rival_finished_first(sandbox: str, name: str) -> SimpleNamespace:
+        server.snapshots.append(snapshot("rival", name, age=5))
+        return create(sandbox, name)
+
+    server.create_snapshot = create_while_a_rival_finished_first  # type: ignore[method-assign]
+
+    # The rival's is the oldest made within the age: both runs take it, and this one's goes.
+    assert prepare_snapshot(backend, ["make"], max_age=timedelta(hours=1)) == "rival"
+    assert server.calls[-1] == "delete new"
+    assert [s.id for s in server.snapshots if s.name == name] == ["old", "rival"]
+
+
+@pytest.mark.parametrize(
+    "max_age", [timedelta(0), timedelta(days=-1), -60, 0, float("nan"), float("inf"), True, "1d"]
+)
+def test_a_max_age_that_is_not_a_positive_time_is_refused_before_anything_runs(
+    server, max_age
+) -> None:
+    backend = Backend(server)
+    with pytest.raises(ValueError, match="max_age is .*give a positive timedelta"):
+        prepare_snapshot(backend, ["make"], max_age=max_age)
+    assert server.calls == [] and backend.created == []
+
+
+def test_each_use_is_recorded_at_most_once_an_hour(server, variables) -> None:
+    backend = Backend(server)
+    name = name_for(backend, ["make"])
+    server.snapshots.append(snapshot("snap-1", name, age=60))
+    key = "opensandbox_snapshot_used.snap-1"
+
+    prepare_snapshot(backend, ["make"])
+    first = datetime.fromisoformat(variables[key])
+    prepare_snapshot(backend, ["make"])
+    assert datetime.fromisoformat(variables[key]) == first
+    variables[key] = (first - timedelta(minutes=61)).isoformat()
+    prepare_snapshot(backend, ["make"])
+
+    # Written again once the last record was over an hour old.
+    assert datetime.fromisoformat(variables[key]) >= first
+    assert abs(datetime.now(UTC) - first) < timedelta(minutes=1)
+
+
+def test_a_snapshot_made_now_is_recorded_used_by_its_id(server, variables) -> None:
+    assert prepare_snapshot(Backend(server), ["make"]) == "new"
+    assert set(variables) == {"opensandbox_snapshot_used.new"}
+
+
+def test_a_use_that_cannot_be_recorded_is_logged_and_the_snapshot_still_returned(
+    server, monkeypatch, caplog
+) -> None:
+    backend = Backend(server)
+    server.snapshots.append(snapshot("snap-1", name_for(backend, ["make"])))
+
+    def unwritable(key: str, value: str, *, description: str) -> None:
+        raise OSError("the metadata database is read-only")
+
+    monkeypatch.setattr(_variables, "write", unwritable)
+
+    assert prepare_snapshot(backend, ["make"]) == "snap-1"
+    assert "Could not record that snapshot snap-1" in caplog.text
+    assert "the metadata database is read-only" in caplog.text
+
+
+def test_deleting_a_snapshot_deletes_the_record_of_its_use(server, variables) -> None:
+    server.snapshots.append(snapshot("snap-1", "any"))
+    variables[_snapshot_use.key("snap-1")] = datetime.now(UTC).isoformat()
+
+    delete_snapshot(Backend(server), "snap-1")
+
+    assert variables == {}
+    assert server.snapshots == []

@@ -2,16 +2,18 @@
 A decorated function's ``requirements``: a virtual environment holding them, installed once in
 a prepared snapshot that every later run of the same inputs starts from, on any worker.
 
-The snapshot is named for a hash of its inputs (the image or snapshot it starts from, the
-set-up commands, which hold the requirements and ``pip_args``, and the set-up's environment),
-so a run whose inputs are unchanged finds it and installs nothing, and a changed requirement
-makes a new one (:func:`~opensandbox_provider.sandbox.prepare_snapshot`).
+The snapshot is named for the deployment and a hash of its inputs (the image or snapshot it
+starts from, the set-up commands, which hold the requirements and ``pip_args``, and the
+set-up's environment), so a run whose inputs are unchanged finds it and installs nothing, a
+changed requirement makes a new one, and so does a run that finds it older than
+``snapshot_max_age`` (:func:`~opensandbox_provider.sandbox.prepare_snapshot`).
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from datetime import timedelta
 
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
@@ -52,6 +54,7 @@ def checked_requirements(
     requirements: Sequence[str] | None,
     pip_args: Sequence[str] | None,
     setup_spec: SandboxSpec | None,
+    snapshot_max_age: timedelta | float | None = None,
 ) -> tuple[list[str], list[str]]:
     """``requirements`` and ``pip_args`` as lists, or a ``ValueError`` saying what is wrong."""
     if isinstance(requirements, str) or isinstance(pip_args, str):
@@ -65,10 +68,10 @@ def checked_requirements(
         raise ValueError(f"Each requirement must be a non-empty string, got {wanted!r}.")
     if not all(isinstance(a, str) for a in arguments):
         raise ValueError(f"Each pip argument must be a string, got {arguments!r}.")
-    if not wanted and (arguments or setup_spec is not None):
+    if not wanted and (arguments or setup_spec is not None or snapshot_max_age is not None):
         raise ValueError(
-            "pip_args and setup_spec describe how requirements are installed; give "
-            "requirements too, or drop them."
+            "pip_args, setup_spec and snapshot_max_age describe how requirements are "
+            "installed; give requirements too, or drop them."
         )
     if setup_spec is not None and setup_spec.owner is not None:
         raise ValueError("setup_spec provisions the set-up's sandbox only; drop its owner.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import (
@@ -30,6 +31,7 @@ from opensandbox_provider.decorators._requirements import (
 from opensandbox_provider.operators._files import check_files
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.pool._server_pool import ServerPool
+from opensandbox_provider.sandbox import _arguments
 from opensandbox_provider.sandbox._snapshots import prepare_snapshot
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
@@ -117,9 +119,17 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
         requirements: Sequence[str] | None = None,
         pip_args: Sequence[str] | None = None,
         setup_spec: SandboxSpec | None = None,
+        snapshot_max_age: timedelta | float | None = None,
         **kwargs: Any,
     ) -> None:
-        self.requirements, self.pip_args = checked_requirements(requirements, pip_args, setup_spec)
+        self.requirements, self.pip_args = checked_requirements(
+            requirements, pip_args, setup_spec, snapshot_max_age
+        )
+        self.snapshot_max_age = _arguments.age(
+            snapshot_max_age,
+            "snapshot_max_age",
+            none_means="keeps the requirements' snapshot for as long as it is used",
+        )
         if self.requirements and isinstance(kwargs.get("warm_pool"), ServerPool):
             # Refused when the Dag is parsed, not after the requirements' snapshot is made.
             raise ValueError(
@@ -180,6 +190,7 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
             set_up,
             set_up_commands(self.requirements, self.pip_args),
             spec=self.setup_spec,
+            max_age=self.snapshot_max_age,
             command_timeout=self.command_timeout,
         )
         self.log.info(
@@ -220,13 +231,17 @@ def opensandbox_task(
         snapshot, named for a hash of the image (or ``snapshot``), the requirements,
         ``pip_args`` and ``setup_spec.env``, and reused by every later run with the same
         inputs on any worker (see :doc:`/decorator`). The snapshot stays on the server for
-        later runs; delete it with :func:`~opensandbox_provider.sandbox.delete_snapshot`.
+        later runs, until ``snapshot_max_age`` has it made again or the maintenance cleanup
+        removes it once unused (see :doc:`/prepared-environments`).
     :param pip_args: Arguments of the ``pip install`` before the requirements, such as
         ``["--index-url", "https://pypi.internal/simple"]``.
     :param setup_spec: The spec of the sandbox the requirements are installed in, which needs
         the network the function's own run may not have: by default open
         (``SandboxSpec(block_network=False)``); ``SandboxSpec(allow_egress_to=[...])`` names
         the package index alone. Its ``env`` becomes part of the snapshot: no secrets.
+    :param snapshot_max_age: How old the requirements' snapshot may be, as a ``timedelta`` or
+        seconds, before a run installs them again into a new one: for requirements that are
+        not pinned, or an image tag that moves. ``None``, the default, keeps it.
     :param multiple_outputs: Push each key of a returned dict as an XCom of its own.
     """
     return task_decorator_factory(

@@ -1,5 +1,6 @@
 """
-The cleanup of leaked sandboxes: those whose task instance no try will use again.
+The cleanup of leaked sandboxes, those whose task instance no try will use again, and of the
+prepared snapshots no task has used for a set time.
 
 :func:`cleanup_dag` builds a ready Dag; :class:`OpenSandboxCleanupOperator` is its one task,
 for a Dag of your own.

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.providers.common.compat.sdk import DAG, Param
 
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
+from opensandbox_provider.maintenance._unused_snapshots import DEFAULT_UNUSED_SNAPSHOT_AGE
 from opensandbox_provider.maintenance.operator import OpenSandboxCleanupOperator
 
 TASK_ID = "kill_leaked_sandboxes"
@@ -20,11 +21,14 @@ def cleanup_dag(
     schedule: Any = "@hourly",
     opensandbox_conn_id: str = OpenSandboxHook.default_conn_name,
     dag_ids: Collection[str] = (),
+    unused_snapshot_age: timedelta | float | None = DEFAULT_UNUSED_SNAPSHOT_AGE,
     **dag_arguments: Any,
 ) -> DAG:
     """
     A Dag whose one task, ``kill_leaked_sandboxes``, kills the sandboxes on the server of
-    ``opensandbox_conn_id`` that no try of their task instance will use again.
+    ``opensandbox_conn_id`` that no try of their task instance will use again, then removes
+    the snapshots this deployment prepared that no task has used for ``unused_snapshot_age``
+    (a week by default; ``None`` removes none).
 
     ``dag_ids`` is the default of the Dag's ``dag_ids`` param, which a run's conf may
     change: only those Dags' sandboxes are judged, every Dag's when it is empty. Schedule it
@@ -50,5 +54,6 @@ def cleanup_dag(
             task_id=TASK_ID,
             opensandbox_conn_id=opensandbox_conn_id,
             dag_ids="{{ params.dag_ids }}",
+            unused_snapshot_age=unused_snapshot_age,
         )
     return dag

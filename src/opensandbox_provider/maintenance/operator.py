@@ -1,14 +1,23 @@
-"""The cleanup as an Airflow task: kill the sandboxes no try of their task will use again."""
+"""The cleanup as an Airflow task: kill the sandboxes no try of their task will use again, and
+remove the snapshots no task has used for a set time."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
 
+from opensandbox_provider._deployment import deployment_id
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.maintenance._cleanup import StateReader, kill_leaked_sandboxes
+from opensandbox_provider.maintenance._unused_snapshots import (
+    DEFAULT_UNUSED_SNAPSHOT_AGE,
+    checked_unused_age,
+    remove_unused_snapshots,
+)
+from opensandbox_provider.sandbox._lifecycle import Lifecycle
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -23,11 +32,20 @@ class OpenSandboxCleanupOperator(BaseOperator):
     scheduled, queued, running, deferred, restarting, waiting to be rescheduled or for input
     keeps its sandboxes, as does one in a state this provider does not know.
 
+    Then it removes the snapshots this deployment prepared (``prepare_snapshot``,
+    ``@task.opensandbox(requirements=...)``) that no task has used for
+    ``unused_snapshot_age``, except one being made or one a sandbox still runs from (see
+    :doc:`/prepared-environments`).
+
     Needs Airflow 3: it reads task instance states through the Task SDK. Returns the ids
-    killed, each also logged with the state that decided it.
+    killed, each also logged with the state that decided it; each snapshot removed is logged.
 
     :param opensandbox_conn_id: The OpenSandbox connection whose server is cleaned.
-    :param dag_ids: Only these Dags' sandboxes; every Dag's when empty. Templated.
+    :param dag_ids: Only these Dags' sandboxes; every Dag's when empty. Templated. Snapshots
+        are the deployment's, not a Dag's: ``dag_ids`` does not narrow which are judged.
+    :param unused_snapshot_age: How long no task may have used one of this deployment's
+        snapshots before it is removed, as a ``timedelta`` or seconds, at least two hours;
+        ``None`` removes none.
     """
 
     template_fields = ("dag_ids",)
@@ -37,11 +55,13 @@ class OpenSandboxCleanupOperator(BaseOperator):
         *,
         opensandbox_conn_id: str = OpenSandboxHook.default_conn_name,
         dag_ids: Collection[str] | str = (),
+        unused_snapshot_age: timedelta | float | None = DEFAULT_UNUSED_SNAPSHOT_AGE,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.opensandbox_conn_id = opensandbox_conn_id
         self.dag_ids = dag_ids
+        self.unused_snapshot_age = checked_unused_age(unused_snapshot_age)
 
     def execute(self, context: Context) -> list[str]:
         if isinstance(self.dag_ids, str):
@@ -51,7 +71,14 @@ class OpenSandboxCleanupOperator(BaseOperator):
                 "template."
             )
         hook = OpenSandboxHook(self.opensandbox_conn_id)
-        return kill_leaked_sandboxes(hook, _task_states(context["ti"]), dag_ids=self.dag_ids)
+        killed = kill_leaked_sandboxes(hook, _task_states(context["ti"]), dag_ids=self.dag_ids)
+        if self.unused_snapshot_age is not None:
+            remove_unused_snapshots(
+                Lifecycle(lambda: hook.connection_config),
+                deployment=deployment_id(),
+                unused_for=self.unused_snapshot_age,
+            )
+        return killed
 
 
 def _task_states(ti: Any) -> StateReader:

@@ -7,7 +7,9 @@ the first task that creates a sandbox.
 
 from __future__ import annotations
 
+import math
 import posixpath
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
@@ -71,6 +73,29 @@ def snapshot_id(snapshot: str | None) -> str | None:
             f"it, got {snapshot!r}."
         )
     return snapshot.strip()
+
+
+def age(value: timedelta | float | None, name: str, *, none_means: str) -> timedelta | None:
+    """
+    ``value`` as a ``timedelta``: a positive ``timedelta``, or a positive number of seconds.
+    ``None`` stays ``None``, which ``none_means`` says the meaning of in the refusal.
+    """
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        if value > timedelta(0):
+            return value
+    # True passes every arithmetic test as 1, but is always a caller's mistake here.
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if math.isfinite(value) and value > 0:
+            try:
+                return timedelta(seconds=value)
+            except OverflowError:
+                pass
+    raise ValueError(
+        f"{name} is {value!r}; give a positive timedelta, such as timedelta(days=7), or a "
+        f"positive number of seconds, or None, which {none_means}."
+    )
 
 
 def environment(spec: SandboxSpec | None) -> dict[str, str] | None:

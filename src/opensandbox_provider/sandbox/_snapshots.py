@@ -7,9 +7,13 @@ it, and ``OpenSandboxBackend(snapshot=...)`` starts every later sandbox from the
 files. The snapshot holds files only: a sandbox started from it gets the network policy,
 environment and owner of the task that creates it, never those of the set-up.
 
-The snapshot is named for a hash of what made it (the image or snapshot it started from, the
-commands, the set-up's environment and working directory), so preparing again with the same
-inputs finds the snapshot already made instead of making another.
+The snapshot is named for this Airflow deployment and a hash of what made it (the image or
+snapshot it started from, the commands, the set-up's environment and working directory), so
+preparing again with the same inputs finds the snapshot already made instead of making
+another, and one deployment's maintenance cleanup can tell its own snapshots from another's.
+A ``max_age`` makes it again under the same name once the one found is older: the inputs name
+an image tag or unpinned requirements whose content moves, and the server reports no image
+digest to name it by (neither a sandbox's nor a snapshot's record carries one).
 """
 
 from __future__ import annotations
@@ -17,16 +21,20 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
+from opensandbox_provider._deployment import DeploymentUnknownError, deployment_id
 from opensandbox_provider._errors import done_unless_missing
 from opensandbox_provider._url_secrets import without_url_secrets
+from opensandbox_provider.sandbox import _arguments, _snapshot_use
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from opensandbox.models.sandboxes import SnapshotInfo
 
@@ -38,11 +46,15 @@ log = logging.getLogger(__name__)
 NAME_PREFIX = "airflow-env-"
 # 96 bits of SHA-256: two different set-ups never meet under one name in any server's life.
 _DIGEST_HEX = 24
+_DIGEST = re.compile(f"[0-9a-f]{{{_DIGEST_HEX}}}")
 # Bumped when what goes into the hash changes meaning, so an old snapshot is not taken for a
 # new one.
 _NAME_VERSION = 1
 READY_STATE = "Ready"
 FAILED_STATE = "Failed"
+CREATING_STATE = "Creating"
+# Snapshots asked for per request: the most the server answers in one page.
+_PAGE_SIZE = 200
 # The Docker runtime commits the container's whole filesystem; a large tree takes minutes.
 SNAPSHOT_READY_TIMEOUT = 900.0
 _POLL_INTERVAL = 0.5
@@ -50,11 +62,22 @@ _POLL_INTERVAL = 0.5
 _QUOTED_OUTPUT = 2000
 
 
+def name_prefix(deployment: str) -> str:
+    """What every snapshot name ``deployment`` gives begins with."""
+    return f"{NAME_PREFIX}{deployment}-"
+
+
 def snapshot_name(
-    *, base: str, commands: Sequence[str], env: dict[str, str], workdir: str | None
+    *,
+    deployment: str,
+    base: str,
+    commands: Sequence[str],
+    env: dict[str, str],
+    workdir: str | None,
 ) -> str:
     """
-    The name of the snapshot these inputs make: the same inputs, the same name.
+    The name of the snapshot these inputs make in ``deployment``: the same inputs, the same
+    name, ``airflow-env-<deployment>-<hash>``.
 
     A credential in a URL of a command is left out: the name is shown to every holder of
     the server's API key, and a digest of a secret lets one guess it offline; a rotated
@@ -68,7 +91,21 @@ def snapshot_name(
         "workdir": workdir,
     }
     encoded = json.dumps(inputs, sort_keys=True, separators=(",", ":")).encode()
-    return NAME_PREFIX + hashlib.sha256(encoded).hexdigest()[:_DIGEST_HEX]
+    return name_prefix(deployment) + hashlib.sha256(encoded).hexdigest()[:_DIGEST_HEX]
+
+
+def is_prepared_by(name: str | None, deployment: str) -> bool:
+    """
+    Whether ``name`` is one :func:`snapshot_name` gives ``deployment``. What follows the
+    prefix must be the hash alone, so a deployment whose id begins with another's (``prod``
+    and ``prod-eu``) never takes the other's snapshots for its own.
+    """
+    prefix = name_prefix(deployment)
+    return (
+        name is not None
+        and name.startswith(prefix)
+        and _DIGEST.fullmatch(name[len(prefix) :]) is not None
+    )
 
 
 def prepare_snapshot(
@@ -76,21 +113,26 @@ def prepare_snapshot(
     commands: Sequence[str],
     *,
     spec: SandboxSpec | None = None,
+    max_age: timedelta | float | None = None,
     command_timeout: float = 3600.0,
     max_output_bytes: int = 64 * 1024,
 ) -> str:
     """
     The id of a snapshot of ``backend``'s image (or snapshot) after ``commands`` ran in it.
 
-    When a ready snapshot of the same inputs exists it is returned and nothing runs.
-    Otherwise a sandbox is created with ``spec`` (by default with the network open, as a
-    set-up that installs packages needs), each command runs in turn and must exit 0, the
-    sandbox is snapshotted and then destroyed, whatever happened. ``spec.env`` is part of
-    the snapshot: the Docker runtime keeps a container's environment in the image it
-    commits, so never pass a secret to a set-up. Call it from a ``@task`` and hand the id to
-    the tasks whose backend is ``OpenSandboxBackend(snapshot=...)``; delete the snapshot
-    with :func:`delete_snapshot` when no task needs it any more.
+    When a ready snapshot of the same inputs, made less than ``max_age`` ago (a
+    ``timedelta`` or seconds; at any time when ``None``), exists, the oldest such is
+    returned and nothing runs. Otherwise a sandbox is created with ``spec`` (by default with
+    the network open, as a set-up that installs packages needs), each command runs in turn
+    and must exit 0, the sandbox is snapshotted and then destroyed, whatever happened. A
+    snapshot too old for ``max_age`` is left where it is, for sandboxes that may still start
+    from it, and for the maintenance cleanup. ``spec.env`` is part of the snapshot: the
+    Docker runtime keeps a container's environment in the image it commits, so never pass a
+    secret to a set-up. Call it from a ``@task`` and hand the id to the tasks whose backend
+    is ``OpenSandboxBackend(snapshot=...)``; each call records the use that the maintenance
+    cleanup's ``unused_snapshot_age`` is counted from.
     """
+    age = _arguments.age(max_age, "max_age", none_means="never makes a snapshot again for its age")
     spec = SandboxSpec(block_network=False) if spec is None else spec
     if spec.owner is not None:
         raise ValueError(
@@ -101,13 +143,35 @@ def prepare_snapshot(
     if not commands or not all(isinstance(c, str) and c.strip() for c in commands):
         raise ValueError("commands must be a non-empty list of non-empty shell commands.")
     base = f"snapshot:{backend.snapshot}" if backend.snapshot else f"image:{backend.image}"
+    try:
+        deployment = deployment_id()
+    except DeploymentUnknownError as e:
+        raise SandboxTerminalError(f"Could not prepare a snapshot: {e}") from e
     name = snapshot_name(
-        base=base, commands=commands, env=dict(spec.env or {}), workdir=backend.workdir
+        deployment=deployment,
+        base=base,
+        commands=commands,
+        env=dict(spec.env or {}),
+        workdir=backend.workdir,
     )
-    existing = find_snapshot(backend._lifecycle, name)
-    if existing is not None:
-        log.info("Reusing snapshot %s (%s): it was prepared with the same inputs.", existing, name)
-        return existing
+    ready = ready_snapshots(backend._lifecycle, name)
+    fresh = _made_within(ready, age)
+    if fresh:
+        log.info(
+            "Reusing snapshot %s (%s): it was prepared with the same inputs.", fresh[0].id, name
+        )
+        _snapshot_use.record_use(fresh[0].id, name)
+        return fresh[0].id
+    if ready:
+        log.info(
+            "Snapshot %s (%s) was made at %s, longer ago than max_age (%s): preparing it again "
+            "from the same inputs. The older one is left for sandboxes that may still start from "
+            "it, and for the maintenance cleanup once no task uses it.",
+            ready[-1].id,
+            name,
+            made_at(ready[-1]).isoformat(),
+            age,
+        )
     started = time.monotonic()
     sandbox = backend.create(spec=spec)
     try:
@@ -115,26 +179,30 @@ def prepare_snapshot(
             _run_set_up(backend, sandbox, command, command_timeout, max_output_bytes)
         with backend._lifecycle.call(f"snapshot sandbox {sandbox}") as api:
             snapshot = api.create_snapshot(sandbox, name=name)
-        ready = _wait_until_ready(backend._lifecycle, snapshot.id)
+        made = _wait_until_ready(backend._lifecycle, snapshot.id)
     finally:
         backend.destroy(sandbox)
     log.info(
         "Prepared snapshot %s (%s) from %s in %.2fs.",
-        ready.id,
+        made.id,
         name,
         base,
         time.monotonic() - started,
     )
-    return _one_of_a_name(backend, name, ready.id)
+    chosen = _one_of_a_name(backend, name, made.id, age)
+    _snapshot_use.record_use(chosen, name)
+    return chosen
 
 
-def _one_of_a_name(backend: OpenSandboxBackend, name: str, made: str) -> str:
+def _one_of_a_name(
+    backend: OpenSandboxBackend, name: str, made: str, max_age: timedelta | None
+) -> str:
     """
     The snapshot every run of these inputs uses: ``made``, unless a run that prepared at the
     same time made one first; then that one, and ``made`` is deleted, so two workers racing
-    to prepare leave one snapshot between them.
+    to prepare, the first time or again after ``max_age``, leave one snapshot between them.
     """
-    oldest = find_snapshot(backend._lifecycle, name)
+    oldest = find_snapshot(backend._lifecycle, name, max_age=max_age)
     if oldest is None or oldest == made:
         return made
     log.info("Snapshot %s of the same inputs was made first; using it instead.", oldest)
@@ -142,15 +210,55 @@ def _one_of_a_name(backend: OpenSandboxBackend, name: str, made: str) -> str:
     return oldest
 
 
-def find_snapshot(lifecycle: Lifecycle, name: str) -> str | None:
-    """The id of the oldest ready snapshot named ``name``, or ``None``."""
+def find_snapshot(
+    lifecycle: Lifecycle, name: str, *, max_age: timedelta | None = None
+) -> str | None:
+    """The id of the oldest ready snapshot named ``name`` made within ``max_age``, or ``None``."""
+    fresh = _made_within(ready_snapshots(lifecycle, name), max_age)
+    return fresh[0].id if fresh else None
+
+
+def ready_snapshots(lifecycle: Lifecycle, name: str) -> list[SnapshotInfo]:
+    """The ready snapshots named ``name``, oldest first."""
+    # Two runs preparing at once can both make one; every later run takes the same of them.
+    return sorted(
+        listed_snapshots(lifecycle, name=name, states=[READY_STATE]),
+        key=lambda info: (made_at(info), info.id),
+    )
+
+
+def listed_snapshots(
+    lifecycle: Lifecycle, *, name: str | None = None, states: list[str] | None = None
+) -> Iterator[SnapshotInfo]:
+    """Every snapshot on the server with ``name`` and in ``states`` (any, when ``None``)."""
     from opensandbox.models.sandboxes import SnapshotFilter
 
-    with lifecycle.call(f"look for snapshot {name}") as api:
-        page = api.list_snapshots(SnapshotFilter(name=name, states=[READY_STATE]))
-    # Two runs preparing at once can both make one; every later run takes the same of them.
-    ready = sorted(page.snapshot_infos, key=lambda info: (info.created_at, info.id))
-    return ready[0].id if ready else None
+    page = 1
+    while True:
+        with lifecycle.call(
+            f"list the snapshots named {name}" if name else "list snapshots"
+        ) as api:
+            answer = api.list_snapshots(
+                SnapshotFilter(name=name, states=states, page=page, page_size=_PAGE_SIZE)
+            )
+        yield from answer.snapshot_infos
+        if not answer.pagination.has_next_page:
+            return
+        page += 1
+
+
+def made_at(info: SnapshotInfo) -> datetime:
+    """When the server made ``info``'s snapshot, in UTC."""
+    return info.created_at if info.created_at.tzinfo else info.created_at.replace(tzinfo=UTC)
+
+
+def _made_within(ready: list[SnapshotInfo], max_age: timedelta | None) -> list[SnapshotInfo]:
+    if max_age is None:
+        return ready
+    # The server's clock against this worker's: a skew of seconds is nothing to an age of
+    # hours or days.
+    since = datetime.now(UTC) - max_age
+    return [info for info in ready if made_at(info) > since]
 
 
 def delete_snapshot(backend: OpenSandboxBackend, snapshot_id: str) -> None:
@@ -158,12 +266,18 @@ def delete_snapshot(backend: OpenSandboxBackend, snapshot_id: str) -> None:
     Delete a snapshot; one already gone is as deleted. Every sandbox started from it must
     be destroyed first: the server refuses to delete the image a container runs.
     """
-    with backend._lifecycle.call(f"delete snapshot {snapshot_id}") as api:
+    delete(backend._lifecycle, snapshot_id)
+
+
+def delete(lifecycle: Lifecycle, snapshot_id: str) -> None:
+    """:func:`delete_snapshot` through ``lifecycle``, with the record of its last use."""
+    with lifecycle.call(f"delete snapshot {snapshot_id}") as api:
         deleted = done_unless_missing(lambda: api.delete_snapshot(snapshot_id))
     if deleted:
         log.info("Deleted snapshot %s.", snapshot_id)
     else:
         log.info("Snapshot %s was already gone.", snapshot_id)
+    _snapshot_use.forget(snapshot_id)
 
 
 def _run_set_up(
