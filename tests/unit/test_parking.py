@@ -22,7 +22,7 @@ from airflow.providers.common.ai.durable.journal import DurableJournal, journal_
 from airflow.providers.common.ai.sandbox.base import SandboxBackend, SandboxExecResult, SandboxSpec
 from airflow.providers.common.ai.toolsets.sandbox import SandboxToolset
 from airflow.sdk.execution_time.context import set_current_context
-from airflow.sdk.listener import get_listener_manager
+from airflow.sdk.execution_time.task_runner import get_listener_manager
 from pydantic_ai import Agent
 
 from opensandbox_provider._identity import TaskInstanceIdentity
@@ -225,8 +225,8 @@ def test_the_end_of_a_try_is_told_once_to_what_waits_for_it(state: str, retrying
     ti, other = task_instance(try_number=1), task_instance(try_number=2)
     told: list[bool] = []
     TRY_ENDS.when_over(TaskInstanceIdentity.of(ti), told.append)
-    # Registered with the manager Airflow's task runner calls, which checked its hooks against
-    # Airflow's listener specs as it took it.
+    # Registered with the manager Airflow's task runner calls its listeners through, which
+    # checked the hooks against Airflow's listener specs as it took them.
     assert get_listener_manager().pm.is_registered(TRY_ENDS)
     end(other, state)
     assert told == []

@@ -62,8 +62,9 @@ class _TryEnds:
 
 def _listener_manager() -> Any:
     try:
-        # Airflow 3's task runner calls the listeners of the Task SDK's manager.
-        from airflow.sdk.listener import get_listener_manager
+        # The manager Airflow 3's task runner calls its listeners through, by the name it calls
+        # it: which module that name comes from has changed between Airflow 3 releases.
+        from airflow.sdk.execution_time.task_runner import get_listener_manager
     except ImportError:  # Airflow 2 runs a task's listeners from the core's manager.
         from airflow.listeners.listener import get_listener_manager as core_manager
 
