@@ -134,7 +134,7 @@ class TaskInstanceIdentity:
 
 def current_task_identity() -> TaskInstanceIdentity | None:
     """The running task instance's identity, or ``None`` outside a task."""
-    ti = _current_task_instance()
+    ti = current_task_instance()
     return None if ti is None else TaskInstanceIdentity.of(ti)
 
 
@@ -144,7 +144,8 @@ def current_identity() -> dict[str, str]:
     return {} if identity is None else identity.metadata()
 
 
-def _current_task_instance() -> Any:
+def current_task_instance() -> Any:
+    """The running task instance (the ``ti`` of its context), or ``None`` outside a task."""
     # common.compat's, which raises RuntimeError outside a task on every Airflow this provider
     # supports; Airflow 2's own raises AirflowException, whose subclass is the task timeout.
     from airflow.providers.common.compat.sdk import get_current_context

@@ -6,16 +6,25 @@ and everything that would otherwise end a task's sandbox once no try of the task
 retry's kill of earlier tries' sandboxes, the maintenance cleanup) leaves it alone until then.
 The server ends it at the same time, since its lease is renewed to exactly then and nothing
 renews it after.
+
+A durable agent's sandbox is kept the same way while it waits for its task's next try, and is
+marked parked too, with the slot it serves (:mod:`~opensandbox_provider.sandbox._parking`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from opensandbox.sync.manager import SandboxManagerSync
 
 KEY = "airflow-kept-until"
 """The metadata key holding, in whole seconds since the epoch, when a kept sandbox may go."""
+PARKED_KEY = "airflow-parked"
+"""The metadata key naming, as a label, the slot of a durable agent's task a sandbox serves."""
 # Whole seconds since the epoch: a metadata value follows Kubernetes label rules, so no colon.
 _SECONDS = re.compile(r"[0-9]{1,12}")
 
@@ -36,3 +45,11 @@ def kept_until(metadata: Mapping[str, str]) -> datetime | None:
 def still_kept(until: datetime | None, now: datetime | None = None) -> bool:
     """Whether a sandbox kept until ``until`` is still to be left alone."""
     return until is not None and until > (now or datetime.now(UTC))
+
+
+def keep(manager: SandboxManagerSync, sandbox_id: str, seconds: float) -> datetime:
+    """Move the expiry of ``sandbox_id`` to ``seconds`` from now and mark it kept until then;
+    return when it goes. SDK errors pass through, for the caller to translate."""
+    until: datetime = manager.renew_sandbox(sandbox_id, timedelta(seconds=seconds)).expires_at
+    manager.patch_sandbox_metadata(sandbox_id, dict(kept_metadata(until)))
+    return until

@@ -73,3 +73,14 @@ def test_the_views_connection_listing_finds_airflows_session_and_connection_mode
     assert "conn_type" in Connection.__table__.columns
     assert "conn_id" in Connection.__table__.columns
     assert isinstance(create_session(), AbstractContextManager)
+
+
+def test_the_task_runner_tells_a_tries_end_through_the_listener_manager_parking_registers_with():
+    # A durable agent's sandbox is parked or destroyed when its try ends, told by a listener
+    # the backend adds to the manager the task runner's module calls ``get_listener_manager``.
+    task_runner = pytest.importorskip(
+        "airflow.sdk.execution_time.task_runner", reason="Airflow 2 has no Task SDK"
+    )
+    source = inspect.getsource(task_runner.finalize)
+    for hook in ("on_task_instance_success", "on_task_instance_failed"):
+        assert f"get_listener_manager().hook.{hook}(" in source

@@ -10,7 +10,7 @@ from airflow.providers.common.ai.sandbox.base import OWNER_TAG
 
 from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._identity import KEYS, TaskInstanceIdentity, identity_metadata
-from opensandbox_provider._kept import kept_until
+from opensandbox_provider._kept import PARKED_KEY, kept_until
 from opensandbox_provider._tags import CREATED_BY, PREFIX
 
 if TYPE_CHECKING:
@@ -47,6 +47,9 @@ class SandboxSummary:
     """The Airflow deployment that created it; ``None`` for one made before it was stamped."""
     kept_until: datetime | None = None
     """Until when its task kept it for someone to look into; ``None`` for one not kept."""
+    parked_for: str | None = None
+    """The slot of a durable agent's task it is parked for, so that the task's next try adopts
+    it; ``None`` for one not parked."""
 
     @classmethod
     def of(cls, info: SandboxInfo) -> SandboxSummary:
@@ -62,6 +65,7 @@ class SandboxSummary:
             provisioned=PREFIX + OWNER_TAG in metadata,
             deployment=metadata.get(DEPLOYMENT_KEY),
             kept_until=kept_until(metadata),
+            parked_for=metadata.get(PARKED_KEY),
         )
 
 

@@ -212,12 +212,12 @@ class OpenSandboxHook(BaseHook):
         maintenance cleanup respect. Nothing renews it after; return when it goes.
         """
         from opensandbox_provider._errors import as_sandbox_errors
-        from opensandbox_provider._kept import kept_metadata
+        from opensandbox_provider._kept import keep
 
-        until = self.renew_sandbox(sandbox_id, seconds)
-        with as_sandbox_errors(f"mark sandbox {sandbox_id} kept"), self._manager() as manager:
-            manager.patch_sandbox_metadata(sandbox_id, dict(kept_metadata(until)))
-        return until
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(f"seconds is {seconds!r}; give a positive number of seconds.")
+        with as_sandbox_errors(f"keep sandbox {sandbox_id}"), self._manager() as manager:
+            return keep(manager, sandbox_id, seconds)
 
     @contextmanager
     def _manager(self) -> Iterator[SandboxManagerSync]:

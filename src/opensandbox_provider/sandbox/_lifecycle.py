@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError, is_sandbox_handle
 
-from opensandbox_provider import _tags
+from opensandbox_provider import _kept, _tags
 from opensandbox_provider._errors import (
     api_exceptions,
     as_sandbox_errors,
@@ -22,6 +22,7 @@ from opensandbox_provider.sandbox._record import seconds_left
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from datetime import datetime
 
     from opensandbox import SandboxSync
     from opensandbox.config.connection_sync import ConnectionConfigSync
@@ -82,6 +83,22 @@ class Lifecycle:
                     return False
                 raise
         return True
+
+    def keep(self, sandbox: str, seconds: float) -> datetime | None:
+        """
+        Move the sandbox's expiry to ``seconds`` from now, earlier or later than it was, and
+        mark it kept until then (:mod:`~opensandbox_provider._kept`); when it goes, or ``None``
+        if it is gone.
+        """
+        with self.call(f"keep sandbox {sandbox}") as lifecycle:
+            try:
+                if lifecycle.get_sandbox_info(sandbox).status.state in ENDED_STATES:
+                    return None
+                return _kept.keep(lifecycle, sandbox, seconds)
+            except api_exceptions() as e:
+                if status_of(e) == 404:
+                    return None
+                raise
 
     def kill(self, sandbox: str) -> None:
         """Destroy ``sandbox`` by handle alone, whatever its state: unhealthy or paused too."""

@@ -34,6 +34,7 @@ from opensandbox_provider.pool._server_pool import ServerPool
 from opensandbox_provider.sandbox import (
     _arguments,
     _lifecycle,
+    _parking,
     _pause,
     _resources,
     _server_pool,
@@ -50,9 +51,10 @@ from opensandbox_provider.sandbox._creation import (
 from opensandbox_provider.sandbox._files import SandboxFiles
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
-from opensandbox_provider.sandbox._limits import byte_budget
+from opensandbox_provider.sandbox._limits import byte_budget, validate_positive_finite
 from opensandbox_provider.sandbox._outcome import command_result, log_line, replaced_result
 from opensandbox_provider.sandbox._record import SandboxRecord
+from opensandbox_provider.sandbox._try_end import TRY_ENDS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -62,7 +64,10 @@ if TYPE_CHECKING:
     from opensandbox.config.connection_sync import ConnectionConfigSync
     from opensandbox.models.sandboxes import SandboxInfo
 
+    from opensandbox_provider._identity import TaskInstanceIdentity
+    from opensandbox_provider.hooks._sandboxes import SandboxSummary
     from opensandbox_provider.pool import WarmPool
+    from opensandbox_provider.sandbox._parking import DurableSlot
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +107,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     times per lease, so a long run never meets the lifetime, and a worker that dies stops
     renewing and its sandbox is reclaimed within one lease. The lease is the creator's
     ``sandbox_timeout``, stamped on the sandbox, whichever backend holds it, and a renewal
-    never moves the expiry earlier than the server has it. A task can provision a sandbox
+    never moves the expiry earlier than the server has it. A sandbox provisioned for a tool
+    call that common-ai's ``AirflowDurability`` journals is kept past its run until its try
+    ends: a try that fails with a retry to come parks it, and the next try adopts it
+    (:mod:`~opensandbox_provider.sandbox._parking`). A task can provision a sandbox
     with ``SandboxSpec(owner=...)`` for another to attach to; the ownership tags are kept
     as sandbox metadata (see :mod:`~opensandbox_provider._tags`), and such a
     sandbox waits for its tasks, unheld, for one lease at a time; with
@@ -156,6 +164,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         the server takes each sandbox from; its pods come from the Pool's template, so a spec
         that sets env is refused, as are ``snapshot`` and ``volumes``, and one that denies
         egress is served only when the pod's own sidecar is proven to enforce its policy.
+    :param park_margin: Seconds a durable agent's sandbox waits for its task's next try
+        beyond the task's retry delay, a quarter of an hour by default (see :doc:`/backend`,
+        "A durable agent's sandbox").
     """
 
     name = "opensandbox"
@@ -179,6 +190,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         volumes: Sequence[_volumes.Mount] | None = None,
         pause_when_released: bool = False,
         warm_pool: WarmPool | ServerPool | None = None,
+        park_margin: float = _parking.PARK_MARGIN,
     ) -> None:
         _arguments.check_backend(
             image=image,
@@ -187,6 +199,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             sandbox_timeout=sandbox_timeout,
             ready_timeout=ready_timeout,
         )
+        validate_positive_finite(park_margin, "park_margin")
         self.snapshot = _arguments.snapshot_id(snapshot)
         self.volumes = _volumes.checked(volumes)
         self.opensandbox_conn_id = opensandbox_conn_id
@@ -211,6 +224,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 warm_pool, snapshot=self.snapshot, has_volumes=bool(self.volumes)
             )
         self.warm_pool = warm_pool
+        self.park_margin = float(park_margin)
         self._hook: OpenSandboxHook | None = None
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
@@ -218,6 +232,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # Sandboxes this backend destroyed to end a command: a call on one made at the same
         # time as that command is told the sandbox was replaced, as that command's call is.
         self._abandoned = Abandoned()
+        # Durable tries' sandboxes, each with its slot, until its try ends; and each slot a try
+        # has had a sandbox for, so that one lost under a command is replaced, not looked for.
+        self._durable: dict[str, DurableSlot] = {}
+        self._served: set[tuple[TaskInstanceIdentity, str]] = set()
         self._lock = threading.Lock()
         self._leases = Leases(self.renew)
         # The server's lifecycle API, one client for every call this backend makes to it.
@@ -236,14 +254,17 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     def _connection_config(self) -> ConnectionConfigSync:
         """The SDK's config for the server, read from the connection on first use."""
+        try:
+            return self._server().connection_config
+        except (InvalidConnectionError, OpenSandboxNotInstalled) as e:
+            raise SandboxTerminalError(str(e)) from e
+
+    def _server(self) -> OpenSandboxHook:
         if self._hook is None:
             self._hook = OpenSandboxHook(
                 self.opensandbox_conn_id, use_server_proxy=self.use_server_proxy
             )
-        try:
-            return self._hook.connection_config
-        except (InvalidConnectionError, OpenSandboxNotInstalled) as e:
-            raise SandboxTerminalError(str(e)) from e
+        return self._hook
 
     # --- Create ---
 
@@ -267,6 +288,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         except (ValueError, DeploymentUnknownError) as e:
             raise SandboxTerminalError(f"Could not create a sandbox: {e}") from e
         config = self._connection_config()
+        slot = self._durable_slot(spec)
+        if slot is not None:
+            adopted = self._adopt_parked(slot)
+            if adopted is not None:
+                return adopted
+            metadata.update(slot.metadata())
         started = time.monotonic()
         sdk, drawn = obtain(
             self,
@@ -280,7 +307,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         record = SandboxRecord(
             sdk,
             expires_at=started + self.sandbox_timeout,
-            lease=self.sandbox_timeout,
+            lease=self.sandbox_timeout if slot is None else slot.hold_lease(self.sandbox_timeout),
             workdir=self.workdir,
         )
         # Known by handle from here on, so that a failure below destroys it as any other.
@@ -308,9 +335,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             if record.workdir is not None:
                 record.execd.create_working_directory(record.workdir)
             if spec is None or spec.owner is None:
-                # The toolset asking holds it until it destroys it. A sandbox provisioned for
-                # another task waits for that task unheld, for one lease.
-                self._hold(record, renewed=drawn is not None)
+                # The toolset asking holds it until it destroys it, a durable try until it
+                # ends. A sandbox provisioned for another task waits for that task unheld, for
+                # one lease.
+                if slot is not None:
+                    self._keep_until_the_try_ends(sdk.id, slot)
+                self._hold(record, renewed=drawn is not None and slot is None)
         except BaseException:
             self._destroy_quietly(sdk.id, after="its creation failed")
             raise
@@ -589,20 +619,139 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def renew(self, sandbox: str) -> bool:
         """
         Move the sandbox's expiry to one of its creator's leases from now, unless the server
-        already has it later; ``False`` if it is gone.
+        already has it later; ``False`` if it is gone. A durable try's sandbox is moved to its
+        hold lease and marked kept until then, since after a SIGKILL nothing else moves the mark.
         """
+        slot = self._durable.get(sandbox)
+        if slot is not None:
+            return self._lifecycle.keep(sandbox, slot.hold_lease(self.sandbox_timeout)) is not None
         return self._lifecycle.renew(sandbox, default_lease=self.sandbox_timeout)
 
     def _info(self, sandbox: str, *, doing: str) -> SandboxInfo:
         return self._lifecycle.info(sandbox, doing=doing)
 
+    # --- Park: a durable agent's sandbox across its task's retries ---
+
+    def _durable_slot(self, spec: SandboxSpec | None) -> DurableSlot | None:
+        # A sandbox provisioned for other tasks waits for them, never for a retry.
+        if spec is not None and spec.owner is not None:
+            return None
+        return _parking.durable_slot(spec, margin=self.park_margin)
+
+    def _adopt_parked(self, slot: DurableSlot) -> str | None:
+        """
+        The sandbox an earlier try parked for ``slot``, adopted, when the journal replays calls
+        made in it; ``None`` when a new one is to be made: on a first try, for a slot this try
+        already had a sandbox for (lost under a command), or when no call of the slot replays,
+        in which case nothing relies on a parked one, and it is killed.
+        """
+        with self._lock:
+            served = (slot.attempt, slot.label) in self._served
+        if served or slot.attempt.try_number == 1:
+            return None
+        parked = self._parked_for(slot)
+        if not slot.replays_calls():
+            for stale in parked:
+                self._kill_parked(stale, why="no call made in it replays")
+            return None
+        if not parked:
+            raise slot.gone(self.park_margin)
+        adopted, *others = parked
+        for other in others:
+            self._kill_parked(other, why=f"sandbox {adopted.id}, parked later, is adopted")
+        record = self._sandbox(adopted.id)
+        record.lease = slot.hold_lease(self.sandbox_timeout)
+        self._keep_until_the_try_ends(adopted.id, slot)
+        self._hold(record)
+        earlier = adopted.identity.try_number if adopted.identity is not None else None
+        log.info(
+            "Adopted sandbox %s, which try %s of this task parked: the tool calls this try "
+            "replays ran there.",
+            adopted.id,
+            earlier,
+        )
+        return adopted.id
+
+    def _parked_for(self, slot: DurableSlot) -> list[SandboxSummary]:
+        """The running sandboxes earlier tries of the task parked for ``slot``, newest first."""
+        a = slot.attempt
+        found = self._server().list_sandboxes(
+            dag_id=a.dag_id, task_id=a.task_id, run_id=a.run_id, map_index=a.map_index
+        )
+        parked = [
+            sandbox
+            for sandbox in found
+            if sandbox.parked_for == slot.label
+            and sandbox.state not in ENDED_STATES
+            and sandbox.identity is not None
+            and sandbox.identity.try_number != a.try_number
+        ]
+        return sorted(parked, key=lambda sandbox: sandbox.created_at, reverse=True)
+
+    def _kill_parked(self, sandbox: SandboxSummary, *, why: str) -> None:
+        self._lifecycle.kill(sandbox.id)
+        log.info("Killed sandbox %s, which an earlier try parked: %s.", sandbox.id, why)
+
+    def _keep_until_the_try_ends(self, sandbox: str, slot: DurableSlot) -> None:
+        """Renew ``sandbox`` as parked until this try ends, and let its end decide its fate."""
+        with self._lock:
+            self._durable[sandbox] = slot
+            self._served.add((slot.attempt, slot.label))
+        TRY_ENDS.when_over(slot.attempt, lambda retrying: self._try_over(sandbox, retrying))
+
+    def _try_over(self, sandbox: str, retrying: bool) -> None:
+        """Park ``sandbox`` for the next try if there is one, else destroy it."""
+        with self._lock:
+            slot = self._durable.pop(sandbox, None)
+        if slot is None:
+            return  # destroyed during the try, to end a command
+        if not retrying:
+            self._destroy_quietly(sandbox, after="its durable task's try ended")
+            return
+        self.hand_over(sandbox)
+        try:
+            until = self._lifecycle.keep(sandbox, slot.park_lease)
+        except SandboxError:
+            log.warning(
+                "Could not park sandbox %s for the next try; it ends when its lease of %gs runs "
+                "out, and the next try adopts it if it comes before then.",
+                sandbox,
+                slot.hold_lease(self.sandbox_timeout),
+                exc_info=True,
+            )
+            return
+        if until is None:
+            log.warning("Sandbox %s ended before it could be parked for the next try.", sandbox)
+            return
+        log.info(
+            "Parked sandbox %s for the next try of this task, until %s: the retry delay (%gs at "
+            "most) and park_margin (%gs). The next try adopts it; the maintenance cleanup leaves "
+            "it until then.",
+            sandbox,
+            until.isoformat(),
+            slot.park_lease - self.park_margin,
+            self.park_margin,
+        )
+
     # --- Destroy ---
 
     def destroy(self, sandbox: str) -> None:
+        if sandbox in self._durable:
+            # The end of the run, not of the try: a retry would replay the calls made here.
+            log.info(
+                "Sandbox %s stays until this try of its durable task ends: destroyed then, or "
+                "parked for the next try if this one fails with a retry to come.",
+                sandbox,
+            )
+            return
+        self._kill(sandbox)
+
+    def _kill(self, sandbox: str) -> None:
         if not is_sandbox_handle(sandbox):
             return
         self._leases.drop(sandbox)
         with self._lock:
+            self._durable.pop(sandbox, None)
             record = self._sandboxes.pop(sandbox, None)
         if record is None:
             self._lifecycle.kill(sandbox)
@@ -616,7 +765,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     def _destroy_quietly(self, sandbox: str, *, after: str) -> None:
         """Destroy a sandbox while another failure is reported, without hiding that failure."""
         try:
-            self.destroy(sandbox)
+            self._kill(sandbox)
         except SandboxError:
             log.warning(
                 "Could not destroy sandbox %s after %s; the server ends it when its lifetime "
