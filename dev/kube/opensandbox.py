@@ -12,6 +12,7 @@ workload, runs when its controller is named too (``dev/kube/agent_sandbox.py``).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -24,7 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dev.kube import agent_sandbox, api, components, config, network, runtime, snapshots
+from dev.kube import (
+    agent_sandbox,
+    api,
+    components,
+    config,
+    ingress,
+    network,
+    runtime,
+    snapshots,
+)
 from dev.kube.paths import ADMIN_KUBECONFIG, CONTAINERD_SOCKET, KUBE_DIR, PROCESSES, REPO
 from dev.kube.paths import SERVER_STATE_FILE as STATE_FILE
 from dev.stack import servers as stack_servers
@@ -63,6 +73,16 @@ class KubeServer:
     egress_mode: str | None
     # The server's kubernetes.workload_provider: the resource each sandbox is made of.
     workload: str = "batchsandbox"
+    # How a client that leaves the server's proxy off reaches a sandbox: the pod's own address
+    # ("direct", the server's default) or OpenSandbox's ingress gateway ("gateway").
+    ingress: str = "direct"
+
+    @property
+    def connection_extra(self) -> dict[str, str]:
+        # Through the gateway only when the server's proxy is off: with it on, every call
+        # would go through the server whatever its ingress mode.
+        gateway = {"use_server_proxy": "false"} if self.ingress == "gateway" else {}
+        return {**SANDBOX_REQUESTS, **gateway}
 
     @property
     def slug(self) -> str:
@@ -92,6 +112,19 @@ SERVERS = (
 )
 # Started only when agent-sandbox's controller is named (dev/kube/agent_sandbox.py).
 AGENT_SANDBOX_SERVER = KubeServer("agent-sandbox", 18096, None, agent_sandbox.WORKLOAD)
+# Started only when the ingress gateway is named (dev/kube/ingress.py): beside the plain
+# server, so one benchmark run measures the server's proxy, the gateway and the pod direct.
+GATEWAY_SERVER = KubeServer("gateway", 18100, None, ingress="gateway")
+EVERY_SERVER = (*SERVERS, AGENT_SANDBOX_SERVER, GATEWAY_SERVER)
+
+
+def servers_to_run(agent: bool, gateway: bool) -> tuple[KubeServer, ...]:
+    """The servers ``up`` starts: with ``KUBE_ROUTE=gateway``, the suite's three in gateway mode."""
+    suite = SERVERS
+    if ingress.route() == "gateway":
+        suite = tuple(dataclasses.replace(server, ingress="gateway") for server in SERVERS)
+    extra = (AGENT_SANDBOX_SERVER,) if agent else ()
+    return (*suite, *extra, *((GATEWAY_SERVER,) if gateway else ()))
 
 
 def up() -> StackState:
@@ -100,7 +133,8 @@ def up() -> StackState:
         raise RuntimeError("The local cluster is not running. Run `make kube-up` first.")
     controller, crds = _controller_paths()
     agent = agent_sandbox.configured()
-    servers = (*SERVERS, AGENT_SANDBOX_SERVER) if agent else SERVERS
+    gateway = ingress.configured()
+    servers = servers_to_run(agent is not None, gateway is not None)
     docker_stack = read_state("docker")
     for image in dict.fromkeys(docker_stack.images.values()):
         # Loaded on every `up`: the stack may have rebuilt a stand-in since the last one.
@@ -133,6 +167,8 @@ def up() -> StackState:
     )
     if agent:
         _start_agent_sandbox_controller(*agent)
+    if gateway:
+        _start_gateway(gateway)
     if PROCESSES.find(RESOLVER) is None:
         _start_resolver()
     if PROCESSES.find(WHEELHOUSE) is None:
@@ -150,7 +186,7 @@ def up() -> StackState:
         )
     state = StackState(
         servers={
-            s.name: ServerInfo(s.name, HOST, s.port, key, s.egress_mode, SANDBOX_REQUESTS)
+            s.name: ServerInfo(s.name, HOST, s.port, key, s.egress_mode, s.connection_extra)
             for s in servers
         },
         sandbox_image=docker_stack.sandbox_image,
@@ -174,8 +210,9 @@ def down() -> list[str]:
         done.append(_delete_every("batchsandboxes"))
     if PROCESSES.find(agent_sandbox.CONTROLLER) and api.ready():
         done.append(_delete_every(agent_sandbox.RESOURCE))
-    servers = [s.process_name for s in (*SERVERS, AGENT_SANDBOX_SERVER)]
-    stopped = [agent_sandbox.CONTROLLER, CONTROLLER, RESOLVER, WHEELHOUSE, snapshots.PROCESS]
+    servers = [s.process_name for s in EVERY_SERVER]
+    stopped = [agent_sandbox.CONTROLLER, CONTROLLER, ingress.PROCESS, RESOLVER, WHEELHOUSE]
+    stopped.append(snapshots.PROCESS)
     for name in servers + stopped:
         if PROCESSES.stop(name):
             done.append(f"stopped {name}")
@@ -200,8 +237,12 @@ def status() -> str:
         )
     if snapshots.committer_image():
         lines.append(f"snapshot registry ({snapshots.ADDRESS}): {_pid(snapshots.PROCESS)}")
-    for server in (*SERVERS, AGENT_SANDBOX_SERVER) if agent else SERVERS:
+    gateway = PROCESSES.find(ingress.PROCESS) is not None
+    if gateway:
+        lines.append(f"{ingress.PROCESS} ({ingress.ADDRESS}): {_pid(ingress.PROCESS)}")
+    for server in servers_to_run(agent, gateway):
         egress = f", egress {server.egress_mode}" if server.egress_mode else ""
+        egress += ", through the gateway" if server.ingress == "gateway" else ""
         lines.append(
             f"server {server.name} (http://{HOST}:{server.port}{egress}): "
             f"{_pid(server.process_name)}; log {PROCESSES.log_file(server.process_name)}"
@@ -246,6 +287,8 @@ def server_config(
     del example["kubernetes"]["batchsandbox_template_file"]
     example["store"]["path"] = str(server.directory / "home" / "opensandbox.db")
     example["storage"]["allowed_host_paths"] = [str(HOST_MOUNTS)]
+    if server.ingress == "gateway":
+        example["ingress"] = ingress.server_ingress()
     if server.egress_mode:
         example["egress"].update(image=images["egress"], mode=server.egress_mode)
     else:
@@ -310,6 +353,22 @@ def _start_agent_sandbox_controller(binary: Path, crds: Path) -> None:
         CONTROLLER_SECONDS,
         "The agent-sandbox controller is not healthy",
         agent_sandbox.CONTROLLER,
+    )
+
+
+def _start_gateway(binary: Path) -> None:
+    argv = ingress.argv(binary)
+    running = PROCESSES.find(ingress.PROCESS)
+    if running is not None and running.argv != argv:
+        PROCESSES.stop(ingress.PROCESS)
+        running = None
+    if running is None:
+        PROCESSES.start(ingress.PROCESS, argv, env=ingress.environment(ADMIN_KUBECONFIG))
+    _wait(
+        lambda: _answers(ingress.HEALTH),
+        CONTROLLER_SECONDS,
+        "OpenSandbox's ingress gateway is not healthy",
+        ingress.PROCESS,
     )
 
 
