@@ -8,6 +8,10 @@ through the server's proxy, the backend's default and the way a worker reaches a
 Kubernetes, except one row of lines with execd reached directly. The last row is
 the Kubernetes runtime's own warm start: a sandbox taken from a server ``Pool`` against a cold
 create of the same pod, the two alternating so the controller refills the pool meanwhile.
+
+With the ingress gateway on the cluster (``KUBE_INGRESS_BIN`` at ``make kube-server-up``), a
+last table compares the three routes a worker can take to a pod on Kubernetes, round by
+round: the server's proxy, OpenSandbox's ingress gateway and the pod's own address.
 """
 
 from __future__ import annotations
@@ -47,6 +51,11 @@ POOL_RUNS = 8
 # node beside the pool's idle pods.
 POOL_RESOURCES = {"cpu": "250m", "memory": "256Mi"}
 POOL_CAPACITY = {"bufferMin": 1, "bufferMax": 2, "poolMin": 1, "poolMax": 3}
+ROUTES = ("proxy", "gateway", "direct")
+# The gateway is production Kubernetes' route to a pod; the server's proxy is a single
+# process relaying every byte. A chatty command's output through the gateway should run at
+# least ten times the proxy's rate.
+GATEWAY_GOAL = 10.0
 
 
 @dataclass(frozen=True)
@@ -267,6 +276,83 @@ def server_pool(server: ServerInfo) -> list[Row]:
     ]
 
 
+def routes(state: Any) -> list[Row]:
+    """``echo hi``, lines and an export on Kubernetes through each route, alternating."""
+    plain, gateway = state.servers["plain"], state.servers["gateway"]
+    if plain.connection_extra.get("use_server_proxy") == "false":
+        raise RuntimeError(
+            "The plain server answers through the gateway (KUBE_ROUTE=gateway), so no route "
+            "reaches a pod directly: run `make kube-server-up` with KUBE_ROUTE unset first."
+        )
+    backends = {
+        "proxy": _backend("proxy", plain, state.sandbox_image, use_server_proxy=True),
+        # The gateway server's connection leaves the server's proxy off (dev/kube/opensandbox.py).
+        "gateway": _backend("gateway", gateway, state.sandbox_image),
+        "direct": _backend("direct", plain, state.sandbox_image, use_server_proxy=False),
+    }
+    echo: dict[str, list[float]] = {name: [] for name in ROUTES}
+    lines: dict[str, list[float]] = {name: [] for name in ROUTES}
+    export: dict[str, list[float]] = {name: [] for name in ROUTES}
+    path = "/tmp/bench-routes-export.bin"
+    handles: dict[str, str] = {}
+    try:
+        for route in ROUTES:
+            handles[route] = backends[route].create(spec=OPEN)
+            made = backends[route].run_command(
+                handles[route],
+                f"head -c {EXPORT_BYTES} /dev/urandom > {path}",
+                timeout=120,
+                max_output_bytes=1024,
+            )
+            _ran(made, f"Writing the export's file through the {route} route")
+        for index in range(ECHO_RUNS):
+            for route in ROUTES[index % 3 :] + ROUTES[: index % 3]:
+                seconds, result = _timed(
+                    lambda r=route: backends[r].run_command(
+                        handles[r], workloads.ECHO_COMMAND, timeout=60, max_output_bytes=64
+                    )
+                )
+                _ran(result, f"`echo hi` through the {route} route")
+                echo[route].append(seconds * 1000)
+        for index in range(THROUGHPUT_RUNS):
+            for route in ROUTES[index % 3 :] + ROUTES[: index % 3]:
+                backend, handle = backends[route], handles[route]
+                lines[route].append(_lines_rate(backend, handle, route))
+                with open(os.devnull, "wb") as sink:
+                    seconds, written = _timed(
+                        lambda b=backend, h=handle, s=sink: b.export_file(
+                            h, path, s, max_bytes=2 * EXPORT_BYTES
+                        )
+                    )
+                if written != EXPORT_BYTES:
+                    raise RuntimeError(f"The export through the {route} route wrote {written}.")
+                export[route].append(EXPORT_BYTES / workloads.MIB / seconds)
+    finally:
+        for route, handle in handles.items():
+            backends[route].destroy(handle)
+    return [
+        Row("route_echo", "Kubernetes: `echo hi` on an open sandbox", "ms", echo),
+        Row("route_lines", f"Kubernetes: {LINES_BYTES // 1_000_000} MB of lines", "MB/s", lines),
+        Row(
+            "route_export",
+            f"Kubernetes: export of {EXPORT_BYTES // workloads.MIB} MiB",
+            "MiB/s",
+            export,
+        ),
+    ]
+
+
+def gateway_goal(rows: list[Row]) -> tuple[bool, str]:
+    """Whether the gateway carried a chatty command's output ten times the proxy's rate."""
+    [lines] = [row for row in rows if row.key == "route_lines"]
+    gateway, proxy = lines.median("gateway"), lines.median("proxy")
+    assert gateway is not None and proxy is not None
+    ratio = gateway / proxy
+    met = ratio >= GATEWAY_GOAL
+    verdict = "met" if met else "NOT MET"
+    return met, f"gateway / proxy, lines: {ratio:.1f}x (goal >= {GATEWAY_GOAL:g}x): {verdict}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.runtimes", description=__doc__)
     parser.add_argument("--json", type=Path, default=REPO / "artifacts" / "bench-runtimes.json")
@@ -295,22 +381,35 @@ def main(argv: list[str] | None = None) -> int:
     rows += lines_direct(direct)
     print("bench: Kubernetes, cold against a server Pool ...", flush=True)
     pool_rows = server_pool(servers["kubernetes"])
+    route_rows: list[Row] = []
+    if "gateway" in states["kubernetes"].servers:
+        print("bench: Kubernetes, the server's proxy, the gateway and direct ...", flush=True)
+        route_rows = routes(states["kubernetes"])
+    else:
+        print("bench: no gateway on the cluster (KUBE_INGRESS_BIN unset): no route table")
     elapsed = time.monotonic() - started
     print()
     print(render(rows, RUNTIMES))
     print()
     print(render(pool_rows, ("cold", "pool")))
+    met, verdict = True, ""
+    if route_rows:
+        print()
+        print(render(route_rows, ROUTES))
+        met, verdict = gateway_goal(route_rows)
+        print(f"bench: {verdict}")
     print(f"\nbench: {elapsed:.0f} s in all")
     report = {
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),
         "elapsed_s": elapsed,
-        "rows": [row.as_dict() for row in rows + pool_rows],
+        "rows": [row.as_dict() for row in rows + pool_rows + route_rows],
+        "gateway_goal": verdict,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print(f"bench: wrote {args.json}")
-    return 0
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

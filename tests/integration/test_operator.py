@@ -138,6 +138,22 @@ def test_a_failing_command_fails_the_task_with_the_end_of_its_stderr(operator_on
     assert destroyed(operator._sandbox_id)
 
 
+def test_a_command_the_out_of_memory_killer_ended_fails_saying_so(operator_on, plain_server):
+    # Kubernetes users meet this as an OOMKilled container; here it is the sandbox's cgroup.
+    hungry = 'python3 -c "x = bytearray(256 * 2**20)"'
+    operator = operator_on(plain_server, command=hungry, memory="64Mi")
+    with pytest.raises(AirflowException, match=r"exited (137|-1)") as failure:
+        operator.execute({})
+    assert "out-of-memory killer ended it" in str(failure.value)
+    assert "memory limit (64Mi). Raise memory" in str(failure.value)
+    # A SIGKILL from anything else is not called a lack of memory.
+    killed = operator_on(plain_server, command="sh -c 'kill -9 $$'", memory="64Mi")
+    with pytest.raises(AirflowException, match=r"exited (137|-1)") as other:
+        killed.execute({})
+    assert "out-of-memory" not in str(other.value)
+    assert destroyed(operator._sandbox_id) and destroyed(killed._sandbox_id)
+
+
 def test_an_exit_code_in_skip_on_exit_code_skips_the_task(operator_on, plain_server):
     operator = operator_on(plain_server, command="exit 99")
     with pytest.raises(AirflowSkipException):

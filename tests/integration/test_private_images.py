@@ -4,7 +4,10 @@ with a wrong one, and the login found in no log and no label of the sandbox.
 
 The registry (``dev/stack/registry.py``) listens on the host's loopback, which the Docker engine
 trusts without TLS; every sandbox of the image is untagged on the engine before and after each
-test, so each create makes the server pull it.
+test, so each create makes the server pull it. With ``RUNTIME=kubernetes`` the node is this
+host: the local cluster's containerd pulls from the same loopback registry (containerd too
+speaks plain HTTP to a loopback registry), the server hands it the login as the pod's
+imagePullSecret, and the image is removed from that containerd instead.
 """
 
 from __future__ import annotations
@@ -18,14 +21,12 @@ from collections.abc import Iterator
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
+from dev.kube import opensandbox as kube
+from dev.kube.runtime import ctr
 from dev.stack import registry as registries
 from dev.stack.registry import Registry
+from dev.stack.state import runtime
 from tests.containers import containers_of
-
-pytestmark = pytest.mark.not_on_kubernetes(
-    reason="the registry listens on this host's loopback, which the local cluster's nodes do "
-    "not reach; the server's Kubernetes runtime takes the login as a pod's imagePullSecret"
-)
 
 USERNAME = "puller"
 PASSWORD = f"pw-{uuid.uuid4().hex}"
@@ -44,12 +45,40 @@ def private_image(registry: Registry, stack) -> str:
     return registry.push(stack.sandbox_image, f"private/sandbox:{uuid.uuid4().hex[:8]}")
 
 
+def forget(image: str) -> None:
+    """Removes ``image`` from the runtime's store, so that the next sandbox of it pulls it."""
+    if runtime() == "kubernetes":
+        ctr("images", "rm", image, check=False)
+    else:
+        registries.forget(image)
+
+
 @pytest.fixture
 def pulled_afresh(private_image: str) -> Iterator[str]:
     """The private image, absent from the engine, so that the server must pull it."""
-    registries.forget(private_image)
+    forget(private_image)
     yield private_image
-    registries.forget(private_image)
+    forget(private_image)
+
+
+def shown_to_anyone(sandbox: str) -> str:
+    """What anyone listing the sandbox's containers sees: their labels on Docker; the whole
+    pod and BatchSandbox on Kubernetes (the login lives only in the pull secret they name)."""
+    if runtime() == "kubernetes":
+        pods = json.dumps(kube.pods_of(sandbox))
+        resource = kube.kubectl("get", "batchsandboxes", "-n", kube.NAMESPACE, "-o", "json")
+        return pods + resource
+    shown = [
+        subprocess.run(
+            ["docker", "inspect", "--format", "{{json .Config.Labels}}", container],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        for container in containers_of(sandbox)
+    ]
+    assert shown, f"sandbox {sandbox} has no container to inspect"
+    return "\n".join(shown)
 
 
 def docker_connection(monkeypatch: pytest.MonkeyPatch, registry: Registry, password: str) -> str:
@@ -70,14 +99,7 @@ def test_a_private_image_runs_with_the_docker_connections_login(
 
     assert sandbox.run("echo pulled").stdout == "pulled\n"
     assert PASSWORD not in caplog.text
-    for container in containers_of(sandbox.handle):
-        shown = subprocess.run(
-            ["docker", "inspect", "--format", "{{json .Config.Labels}}", container],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        assert PASSWORD not in shown.stdout
+    assert PASSWORD not in shown_to_anyone(sandbox.handle)
 
 
 @pytest.mark.parametrize("password", ["wrong-password", None], ids=["wrong login", "no login"])

@@ -40,6 +40,7 @@ from opensandbox_provider.operators._finish_action import (
     check_finish_action,
     keeps,
 )
+from opensandbox_provider.operators._memory import explained
 from opensandbox_provider.operators._parse_checks import (
     check_file_sources,
     check_spec,
@@ -696,8 +697,9 @@ class OpenSandboxOperator(BaseOperator):
         if end.exit_code in self.skip_on_exit_code:
             raise AirflowSkipException(f"The command exited {end.exit_code}; skipping the task.")
         if end.exit_code != 0:
+            why = explained(end.exit_code, backend, sandbox, self.memory)
             raise AirflowException(
-                f"The command exited {end.exit_code} in sandbox {sandbox}.{_tail(end)}"
+                f"The command exited {end.exit_code} in sandbox {sandbox}.{why}{_tail(end)}"
             )
         if self.outputs:
             copied = copy_outputs(backend, sandbox, self.outputs, max_bytes=self.max_file_bytes)
