@@ -106,6 +106,13 @@ class Task:
         with inside(ti), journal_scope(DurableJournal(self.storage)):  # type: ignore[arg-type]
             return str(asyncio.run(agent.run("Keep notes.")).output)
 
+    def fail_first_try(self, backend: Any) -> SimpleNamespace:
+        """Try 1 writes and appends to the notes, then fails; the try, still running."""
+        first = self.attempt(1)
+        with pytest.raises(RuntimeError, match=FAILS):
+            self.run(first, backend, [WRITE, APPEND], fail_after=2)
+        return first
+
 
 def end(ti: SimpleNamespace, state: str) -> None:
     """The end of try ``ti``, told as Airflow's task runner tells its listeners."""
@@ -148,9 +155,7 @@ def test_a_failed_try_parks_its_sandbox_for_the_retry_and_the_retry_goes_on_in_i
     durable_task: Task, backend_on, plain_server, server_info
 ) -> None:
     backend = backend_on(plain_server, sandbox_timeout=60, park_margin=PARK_MARGIN)
-    first = durable_task.attempt(1)
-    with pytest.raises(RuntimeError, match=FAILS):
-        durable_task.run(first, backend, [WRITE, APPEND], fail_after=2)
+    first = durable_task.fail_first_try(backend)
     # The run is over and its toolset destroyed its sandbox, as it saw it; the try is not.
     [sandbox] = running(durable_task)
     info = server_info(sandbox)
@@ -185,9 +190,7 @@ def test_a_retry_that_replays_no_call_made_in_the_parked_sandbox_starts_in_a_fre
     durable_task: Task, backend_on, plain_server
 ) -> None:
     backend = backend_on(plain_server, park_margin=PARK_MARGIN)
-    first = durable_task.attempt(1)
-    with pytest.raises(RuntimeError, match=FAILS):
-        durable_task.run(first, backend, [WRITE, APPEND], fail_after=2)
+    first = durable_task.fail_first_try(backend)
     end(first, "up_for_retry")
     [parked] = running(durable_task)
     # The journal deleted, as a person clearing the task after deleting its state store does:
@@ -208,9 +211,7 @@ def test_a_sandbox_the_backend_ends_under_a_retrys_command_is_replaced_not_looke
     durable_task: Task, backend_on, plain_server
 ) -> None:
     backend = backend_on(plain_server, park_margin=PARK_MARGIN)
-    first = durable_task.attempt(1)
-    with pytest.raises(RuntimeError, match=FAILS):
-        durable_task.run(first, backend, [WRITE, APPEND], fail_after=2)
+    first = durable_task.fail_first_try(backend)
     end(first, "up_for_retry")
     [parked] = running(durable_task)
 
