@@ -190,4 +190,5 @@ soak: setup
 
 lint: setup
 	$(PY) -m ruff check src tests dev system_tests benchmarks docs/_ext
+	$(PY) -m ruff format --check src tests dev system_tests benchmarks docs/_ext
 	$(PY) -m mypy src

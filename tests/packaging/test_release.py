@@ -194,7 +194,7 @@ def test_the_installed_wheel_registers_the_provider_and_parses_every_system_test
 
 # A Dag as a user writes it after installing the wheel: one command in a sandbox, its output
 # checked by the next task through the XCom the operator pushes.
-_ONE_COMMAND_DAG = '''
+_ONE_COMMAND_DAG = """
 from datetime import datetime
 
 from airflow.sdk import dag, task
@@ -221,7 +221,7 @@ def installed_wheel_runs_a_command():
 
 
 installed_wheel_runs_a_command()
-'''
+"""
 
 
 @pytest.mark.stack
