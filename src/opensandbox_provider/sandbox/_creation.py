@@ -19,6 +19,8 @@ from opensandbox_provider.pool._server_pool import ServerPool
 from opensandbox_provider.sandbox import _pool, _registry, _server_pool, _volumes
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from airflow.providers.common.ai.sandbox.base import SandboxSpec
     from opensandbox import SandboxSync
     from opensandbox.config.connection_sync import ConnectionConfigSync
@@ -123,16 +125,22 @@ def create_cold(
     return sdk
 
 
-def wait_until_ready(record: SandboxRecord, *, ready_timeout: float) -> float:
+def wait_until_ready(
+    record: SandboxRecord, *, ready_timeout: float, diagnose: Callable[[], str] = str
+) -> float:
     """Ask execd whether it is up until it answers, for ``ready_timeout`` seconds at most;
-    return how long that took."""
+    return how long that took. ``diagnose`` says why it never did, when the server knows."""
     with as_sandbox_errors(f"reach sandbox {record.sdk.id}", terminal=True):
         waited = record.execd.wait_until_answering(time.monotonic() + ready_timeout)
     if waited is None:
+        cause = diagnose()
+        advice = (
+            cause
+            or " Check that the image starts on the OpenSandbox server, or raise ready_timeout."
+        )
         raise SandboxTerminalError(
-            f"Sandbox {record.sdk.id} did not become ready within "
-            f"{ready_timeout:g}s, so it was destroyed. Check that the image "
-            "starts on the OpenSandbox server, or raise ready_timeout."
+            f"Sandbox {record.sdk.id} did not become ready within {ready_timeout:g}s, so it "
+            f"was destroyed.{advice}"
         )
     return waited
 

@@ -48,6 +48,7 @@ from opensandbox_provider.sandbox._creation import (
     route,
     wait_until_ready,
 )
+from opensandbox_provider.sandbox._diagnosis import why_not_ready
 from opensandbox_provider.sandbox._files import SandboxFiles
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
@@ -323,7 +324,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             time.monotonic() - started,
         )
         try:
-            waited = wait_until_ready(record, ready_timeout=self.ready_timeout)
+            waited = wait_until_ready(
+                record,
+                ready_timeout=self.ready_timeout,
+                diagnose=lambda: why_not_ready(self._lifecycle, sdk.id),
+            )
             if policy is not None:
                 with _server_pool.advising(drawn):
                     _policy.require_enforced(record.http, policy, sandbox=sdk.id)
