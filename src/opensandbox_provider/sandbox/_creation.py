@@ -16,7 +16,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 from opensandbox_provider._errors import api_exceptions, as_sandbox_errors
 from opensandbox_provider.egress import _policy
 from opensandbox_provider.pool._server_pool import ServerPool
-from opensandbox_provider.sandbox import _pool, _registry, _server_pool, _volumes
+from opensandbox_provider.sandbox import _diagnosis, _pool, _registry, _server_pool, _volumes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -118,8 +118,10 @@ def create_cold(
                 **creation_options(config, backend.resource_requests),
             )
         except api_exceptions() as e:
-            refused = _volumes.explain_refusal(e, backend.volumes) or _registry.explain_refusal(
-                e, image, backend.registry_conn_id
+            refused = (
+                _volumes.explain_refusal(e, backend.volumes)
+                or _registry.explain_refusal(e, image, backend.registry_conn_id)
+                or _diagnosis.explain_refusal(e)
             )
             raise (refused or _policy.explain_refusal(e, policy)) from e
     return sdk

@@ -99,6 +99,11 @@ def explain_refusal(error: Exception, image: str | None, conn_id: str | None) ->
     if _PULL_FAILED not in code:
         return None
     detail = to_sandbox_error(error, "create a sandbox", terminal=True)
+    return SandboxTerminalError(f"{detail} {pull_advice(image, conn_id)}")
+
+
+def pull_advice(image: str, conn_id: str | None) -> str:
+    """That ``image`` could not be pulled, from where, with which login, and what to do."""
     registry = registry_of(image)
     if conn_id is None:
         advice = (
@@ -110,4 +115,4 @@ def explain_refusal(error: Exception, image: str | None, conn_id: str | None) ->
             f"It was pulled from {registry} with the login of connection {conn_id!r}: check "
             "that its login and password are the registry's, and that the image exists there."
         )
-    return SandboxTerminalError(f"{detail} The server could not pull image {image}. {advice}")
+    return f"The server could not pull image {image}. {advice}"

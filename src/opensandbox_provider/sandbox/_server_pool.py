@@ -31,6 +31,8 @@ POOL_REF = "poolRef"
 # (Docker), and a Pool missing from the server's namespace.
 _NOT_KUBERNETES = "UNSUPPORTED_POOL_REF"
 _NOT_FOUND = "POOL_NOT_FOUND"
+# Every pod of the Pool taken, at its poolMax, for the server's pool_acquisition_timeout.
+_FULL = "POOL_CAPACITY_EXHAUSTED"
 
 
 def check_backend(pool: ServerPool, *, snapshot: str | None, has_volumes: bool) -> None:
@@ -129,6 +131,12 @@ def explain(error: Exception, pool: ServerPool) -> Exception:
             "happens when every pod is taken and the Pool is at its poolMax; the server removes "
             "the sandbox when its own create timeout passes. Raise the Pool's poolMax, or the "
             "connection's request_timeout to wait longer."
+        )
+    elif _FULL in said:
+        advice = (
+            f"Every pod of Pool {pool.name!r} was taken, and the Pool at its poolMax, for as "
+            "long as the server waits for one (its pool_acquisition_timeout_seconds). Raise "
+            "the Pool's poolMax, or give the task retries to try again later."
         )
     elif _NOT_KUBERNETES in said:
         advice = (

@@ -327,7 +327,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             waited = wait_until_ready(
                 record,
                 ready_timeout=self.ready_timeout,
-                diagnose=lambda: why_not_ready(self._lifecycle, sdk.id),
+                diagnose=lambda: why_not_ready(
+                    self._lifecycle,
+                    sdk.id,
+                    image=None if self.snapshot else self.image,
+                    registry_conn_id=self.registry_conn_id,
+                ),
             )
             if policy is not None:
                 with _server_pool.advising(drawn):
