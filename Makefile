@@ -189,5 +189,5 @@ soak: setup
 	$(STACK) run -- $(PY) -m benchmarks.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
 lint: setup
-	$(PY) -m ruff check src tests dev system_tests benchmarks docs/_ext
+	$(PY) -m ruff check src tests dev system_tests benchmarks docs/_ext docs/examples
 	$(PY) -m mypy src
