@@ -189,6 +189,6 @@ soak: setup
 	$(STACK) run -- $(PY) -m benchmarks.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
 lint: setup
-	$(PY) -m ruff check src tests dev system_tests benchmarks docs/_ext
-	$(PY) -m ruff format --check src tests dev system_tests benchmarks docs/_ext
+	$(PY) -m ruff check src tests dev system_tests benchmarks docs/_ext docs/examples
+	$(PY) -m ruff format --check src tests dev system_tests benchmarks docs/_ext docs/examples
 	$(PY) -m mypy src

@@ -75,6 +75,8 @@ class LeakCheck:
         if "stack" in report.keywords:
             self.stack_tests_ran = True
 
+    # An xdist hook: optional, so that the suite also starts where xdist is not installed.
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         for name, count in getattr(node, "workeroutput", {}).get(IDLE_KEY, {}).items():
             self.idle[name] = self.idle.get(name, 0) + count

@@ -54,11 +54,9 @@ def _pytest(combination: Combination, check: str, paths: list[str], *extra: str)
 
 
 # Tests whose subject a line does not have, left out there by name (the summary counts them
-# as deselected). The README's Dag imports dag and task from airflow.sdk, which 2.11 lacks;
-# 3.1 does not mask a connection's extras as it loads the connection, so there is no masked
-# use_server_proxy for route_through_server to avoid.
+# as deselected). 3.1 does not mask a connection's extras as it loads the connection, so there
+# is no masked use_server_proxy for route_through_server to avoid.
 NOT_APPLICABLE = {
-    "2.11": ["tests/docs/test_readme.py::test_the_readme_dag_parses_in_airflow"],
     "3.1": [
         "tests/unit/test_hook.py::"
         "test_airflow_masks_use_server_proxy_false_as_a_string_which_route_through_server_avoids"

@@ -14,6 +14,7 @@ from dev.airflow_stack import components
 from dev.airflow_stack.home import AIRFLOW_DIR, REPO
 from dev.airflow_stack.running import DEMO_DAGS, OPERATOR_DAG, TOOLSET_DAG
 from dev.stack.state import ServerInfo
+from tests.airflow_path import demo_process
 
 # Start-up, the runs and the stop took about a minute here; the bound only keeps a hang finite.
 DEMO_TIMEOUT = 900
@@ -81,13 +82,8 @@ def _section(output: str, dag_id: str) -> str:
 
 def test_demo_stops_every_component_on_ctrl_c(plain_server: ServerInfo) -> None:
     home = AIRFLOW_DIR / "pytest-demo-interrupted"
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "dev.airflow_stack", "demo", "--home", str(home)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
+    demo = demo_process.start(
+        [sys.executable, "-m", "dev.airflow_stack", "demo", "--home", str(home)], cwd=REPO
     )
     try:
         lines = []
@@ -102,12 +98,12 @@ def test_demo_stops_every_component_on_ctrl_c(plain_server: ServerInfo) -> None:
         assert len(started) == len(components.COMPONENTS)
         demo.send_signal(signal.SIGINT)
         rest, _ = demo.communicate(timeout=120)
+        assert demo.returncode == 0, "".join(lines) + rest
+        assert "Airflow stopped." in rest
+        deadline = time.monotonic() + 10
+        while any(_group_alive(pid) for pid in started) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [pid for pid in started if _group_alive(pid)], "a component outlived Ctrl-C"
     finally:
-        if demo.poll() is None:
-            demo.kill()
-    assert demo.returncode == 0, "".join(lines) + rest
-    assert "Airflow stopped." in rest
-    deadline = time.monotonic() + 10
-    while any(_group_alive(pid) for pid in started) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not [pid for pid in started if _group_alive(pid)], "a component outlived Ctrl-C"
+        # Passed, this finds nothing left; failed, it leaves nothing running.
+        demo_process.stop(demo, home)

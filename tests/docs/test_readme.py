@@ -1,30 +1,51 @@
-"""The README renders as valid reStructuredText, and its Dag example parses in Airflow."""
+"""The README renders as valid reStructuredText, and its Python is a copy of a tested example.
+
+The package index renders the README without Sphinx, so it cannot include an example from a
+file as the docs do; it holds a copy of one region of docs/examples/ instead, and this checks
+the copy, while tests/docs/test_examples.py parses the file in Airflow.
+"""
 
 from __future__ import annotations
 
-import os
+import difflib
 import re
-import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import docutils.core
 import docutils.utils
+from docutils import nodes
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.rst"
+EXAMPLES = REPO / "docs" / "examples"
+REGION = re.compile(r"^[ \t]*# \[START (\w+)\]\n(.*?)^[ \t]*# \[END \1\]", re.MULTILINE | re.DOTALL)
 
-# Loads the file the way the dag-processor does, and prints what it found.
-_PARSE = """
-import sys
-try:
-    from airflow.dag_processing.dagbag import DagBag
-except ImportError:  # Airflow before 3.2 keeps it with the models
-    from airflow.models.dagbag import DagBag
-bag = DagBag(dag_folder=sys.argv[1])
-tasks = {dag_id: [task.task_id for task in dag.tasks] for dag_id, dag in bag.dags.items()}
-print(sorted(bag.import_errors.values()), tasks)
-"""
+sys.path.insert(0, str(REPO / "docs" / "_ext"))
+import python_examples  # noqa: E402  (docs/_ext holds Sphinx extensions, not a package)
+
+
+def _regions() -> dict[str, str]:
+    """Each marked region of docs/examples/, dedented as the docs include it, by file and name."""
+    return {
+        f"{path.name} [{name}]": textwrap.dedent(text).strip("\n")
+        for path in sorted(EXAMPLES.glob("*.py"))
+        for name, text in REGION.findall(path.read_text())
+    }
+
+
+def _python_blocks(source: str) -> list[nodes.literal_block]:
+    doctree = docutils.core.publish_doctree(source, settings_overrides={"report_level": 5})
+    # docutils names a code block's language in its classes, after "code"; a literal block
+    # (``::``) names none.
+    return [
+        block
+        for block in doctree.findall(nodes.literal_block)
+        if python_examples.is_python(
+            next((name for name in block["classes"] if name != "code"), ""), block.astext()
+        )
+    ]
 
 
 def test_the_readme_renders_without_warnings() -> None:
@@ -34,23 +55,38 @@ def test_the_readme_renders_without_warnings() -> None:
     )
 
 
-def test_the_readme_dag_parses_in_airflow(tmp_path: Path) -> None:
-    (block,) = re.findall(r"\.\. code-block:: python\n\n((?:    .*\n|\n)+)", README.read_text())
-    dags = tmp_path / "dags"
-    dags.mkdir()
-    (dags / "readme_example.py").write_text("\n".join(line[4:] for line in block.splitlines()))
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("AIRFLOW", "PYTEST_"))
-    } | {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    result = subprocess.run(
-        [sys.executable, "-c", _PARSE, str(dags)],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=300,
+def test_every_python_block_of_the_readme_is_a_copy_of_a_tested_example() -> None:
+    regions = _regions()
+    blocks = _python_blocks(README.read_text())
+    assert blocks, "the README shows no Python, so this proves nothing"
+    for block in blocks:
+        text = block.astext().strip("\n")
+        if text in regions.values():
+            continue
+        closest = max(
+            regions, key=lambda name: difflib.SequenceMatcher(None, regions[name], text).ratio()
+        )
+        difference = "\n".join(
+            difflib.unified_diff(
+                regions[closest].splitlines(), text.splitlines(), closest, "README.rst", lineterm=""
+            )
+        )
+        raise AssertionError(
+            f"README.rst's Python block that begins {text.splitlines()[0]!r} is no copy of a "
+            "region of docs/examples/, so no test runs it. Put the example in a file there between "
+            "[START name] and [END name] markers and paste the region into the README "
+            f"unchanged. The nearest region is {closest}:\n{difference}"
+        )
+
+
+def test_a_python_block_the_examples_do_not_hold_is_found_in_either_form() -> None:
+    # The check above, on blocks of both forms, and a shell block it must leave alone.
+    page = (
+        "Title\n=====\n\n.. code-block:: python\n\n    print('written here')\n\n"
+        "Also::\n\n    import os\n\n.. code-block:: bash\n\n    make docs\n\n"
+        "Log::\n\n    Destroyed sandbox a42f0650.\n"
     )
-    assert result.returncode == 0, result.stderr
-    # No import errors, and the one Dag with its one agent task; Airflow may log around it.
-    assert "[] {'analyse': ['explore']}" in result.stdout.splitlines(), result.stdout
+    assert [block.astext() for block in _python_blocks(page)] == [
+        "print('written here')",
+        "import os",
+    ]

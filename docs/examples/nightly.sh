@@ -1,0 +1,1 @@
+python report.py --day {{ ds }} > report.txt
