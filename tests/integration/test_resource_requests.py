@@ -54,7 +54,12 @@ def test_a_tasks_own_requests_and_extra_limits_reach_the_container(sandbox_on, p
     assert sandbox.run("echo asked").stdout == "asked\n"
     if runtime() == "kubernetes":
         (resources,) = _pod_resources(sandbox.handle)
-        assert resources["requests"] == {"cpu": "100m", "memory": "64Mi"}
+        # Kubernetes requests a limit given without a request whole, as for ephemeral-storage.
+        assert resources["requests"] == {
+            "cpu": "100m",
+            "memory": "64Mi",
+            "ephemeral-storage": "1Gi",
+        }
         assert resources["limits"] == {"cpu": "1", "memory": "512Mi", "ephemeral-storage": "1Gi"}
     else:
         (container,) = containers_of(sandbox.handle)

@@ -54,11 +54,21 @@ def test_an_event_line_is_quoted_on_one_line_and_bounded():
     ],
 )
 def test_each_refusal_of_the_kubernetes_runtime_says_what_to_do(status, code, words, told):
-    explained = explain_refusal(api_error(status, code, words))
+    explained = explain_refusal(api_error(status, code, words), image=None, registry_conn_id=None)
     assert isinstance(explained, SandboxTerminalError)
     assert words in str(explained) and told in str(explained)
 
 
 def test_any_other_refusal_is_left_as_it_is():
-    assert explain_refusal(api_error(400, "INVALID_PARAMETER", "bad image name")) is None
-    assert explain_refusal(RuntimeError("not from the server")) is None
+    refused = api_error(400, "INVALID_PARAMETER", "bad")
+    assert explain_refusal(refused, image="i", registry_conn_id=None) is None
+    elsewhere = RuntimeError("not from the server")
+    assert explain_refusal(elsewhere, image=None, registry_conn_id=None) is None
+
+
+def test_a_pod_that_failed_on_its_images_pull_is_said_as_a_docker_servers_refusal_is():
+    words = "Sandbox s failed: 1/1 observed pods failed; primary reason=ErrImagePull"
+    error = api_error(500, "KUBERNETES::POD_FAILED", words)
+    explained = explain_refusal(error, image="r.example:5000/i:1", registry_conn_id="reg")
+    assert "could not pull image r.example:5000/i:1" in str(explained)
+    assert "pulled from r.example:5000 with the login of connection 'reg'" in str(explained)

@@ -18,6 +18,7 @@ from opensandbox_provider._errors import status_of, transport_errors
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.pool._store import state_store
 from opensandbox_provider.sandbox import _registry, _volumes
+from opensandbox_provider.sandbox._creation import within_limits
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
@@ -129,7 +130,10 @@ class Keeper:
             connection_config=cast("ConnectionConfigSync", context.connection_config),
             # The SDK's pool polls readiness itself once the sandbox exists.
             skip_health_check=True,
-            **creation_options(context.connection_config, pool.creation.requests),
+            **within_limits(
+                creation_options(context.connection_config, pool.creation.requests),
+                {"cpu": pool.cpu, "memory": pool.memory},
+            ),
         )
 
 

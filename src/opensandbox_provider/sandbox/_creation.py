@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
 from opensandbox_provider._errors import api_exceptions, as_sandbox_errors
 from opensandbox_provider.egress import _policy
 from opensandbox_provider.pool._server_pool import ServerPool
-from opensandbox_provider.sandbox import _diagnosis, _pool, _registry, _server_pool, _volumes
+from opensandbox_provider.sandbox import (
+    _diagnosis,
+    _pool,
+    _registry,
+    _resources,
+    _server_pool,
+    _volumes,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -50,7 +57,8 @@ def obtain(
     pool = backend.warm_pool
     sdk = None
     if isinstance(pool, ServerPool):
-        sdk = _server_pool.create(pool, backend, env=env, metadata=metadata, config=config)
+        waiting = awaiting_the_pod(config, backend.ready_timeout)
+        sdk = _server_pool.create(pool, backend, env=env, metadata=metadata, config=waiting)
     elif pool is not None:
         handover = _pool.Handover(
             lifecycle=lifecycle,
@@ -111,20 +119,47 @@ def create_cold(
                 resource={"cpu": backend.cpu, "memory": backend.memory, **backend.resources},
                 network_policy=policy,
                 volumes=_volumes.sdk_volumes(backend.volumes),
-                connection_config=config,
+                connection_config=awaiting_the_pod(config, backend.ready_timeout),
                 # Readiness is polled by wait_until_ready, without the SDK's backoff on the
                 # first miss.
                 skip_health_check=True,
-                **creation_options(config, backend.resource_requests),
+                **within_limits(
+                    creation_options(config, backend.resource_requests),
+                    {"cpu": backend.cpu, "memory": backend.memory},
+                ),
             )
         except api_exceptions() as e:
             refused = (
                 _volumes.explain_refusal(e, backend.volumes)
                 or _registry.explain_refusal(e, image, backend.registry_conn_id)
-                or _diagnosis.explain_refusal(e)
+                or _diagnosis.explain_refusal(
+                    e, image=image, registry_conn_id=backend.registry_conn_id
+                )
             )
             raise (refused or _policy.explain_refusal(e, policy)) from e
     return sdk
+
+
+def awaiting_the_pod(config: ConnectionConfigSync, ready_timeout: float) -> ConnectionConfigSync:
+    """``config`` with a request timeout that lets the create's answer wait ``ready_timeout``.
+
+    On Kubernetes the server answers a create only once the pod has an address, and refuses it
+    with the cause it saw (no node can hold the pod, a Pool at its poolMax, a pod that failed,
+    its own create timeout) when it cannot. A request timeout shorter than that wait, the
+    connection's 30 s by default, would turn each of those into a bare timeout. The config has
+    no transport of its own (each sandbox builds one), so the copy shares nothing with it.
+    """
+    waited = timedelta(seconds=ready_timeout)
+    if config.request_timeout >= waited:
+        return config
+    return config.model_copy(update={"request_timeout": waited})
+
+
+def within_limits(options: dict[str, Any], limits: dict[str, str]) -> dict[str, Any]:
+    """The create's options with no resource request above its limit (see _resources.capped)."""
+    if "resource_requests" not in options:
+        return options
+    return {**options, "resource_requests": _resources.capped(options["resource_requests"], limits)}
 
 
 def wait_until_ready(

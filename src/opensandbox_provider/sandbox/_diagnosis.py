@@ -106,11 +106,17 @@ REFUSALS: tuple[tuple[str, str], ...] = (
 )
 
 
-def explain_refusal(error: Exception) -> Exception | None:
+def explain_refusal(
+    error: Exception, *, image: str | None, registry_conn_id: str | None
+) -> Exception | None:
     """A create the Kubernetes runtime refused, with what to do; else ``None``."""
     if status_of(error) is None:
         return None
     said = f"{getattr(getattr(error, 'error', None), 'code', '')} {error}"
+    if image is not None and PULL_FAILED.search(said):
+        # The pod failed because its image could not be pulled: said as on Docker.
+        detail = to_sandbox_error(error, "create a sandbox", terminal=True)
+        return SandboxTerminalError(f"{detail} {_registry.pull_advice(image, registry_conn_id)}")
     for words, advice in REFUSALS:
         if words in said:
             detail = to_sandbox_error(error, "create a sandbox", terminal=True)

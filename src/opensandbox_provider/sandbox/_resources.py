@@ -99,6 +99,21 @@ def requests(
     return given
 
 
+def capped(requests: Mapping[str, str], limits: Mapping[str, str]) -> dict[str, str]:
+    """``requests`` with each above its limit lowered to it.
+
+    A connection's requests are defaults for every sandbox made through it; a task that asks
+    for a smaller limit gets a request of its limit, rather than a pod Kubernetes refuses,
+    which the server would wait on until its create timeout.
+    """
+    return {
+        key: limits[key]
+        if key in limits and quantity(request, f"{key}_request") > quantity(limits[key], key)
+        else request
+        for key, request in requests.items()
+    }
+
+
 def _check_name(name: Any) -> None:
     prefix, _, base = name.rpartition("/") if isinstance(name, str) else ("", "", "")
     if (

@@ -33,6 +33,9 @@ _NOT_KUBERNETES = "UNSUPPORTED_POOL_REF"
 _NOT_FOUND = "POOL_NOT_FOUND"
 # Every pod of the Pool taken, at its poolMax, for the server's pool_acquisition_timeout.
 _FULL = "POOL_CAPACITY_EXHAUSTED"
+# No pod bound within the server's create timeout: how a full Pool is answered on the local
+# cluster, whose controller reports the claim as plainly pending.
+_NO_POD = "POD_READY_TIMEOUT"
 
 
 def check_backend(pool: ServerPool, *, snapshot: str | None, has_volumes: bool) -> None:
@@ -123,14 +126,14 @@ def explain(error: Exception, pool: ServerPool) -> Exception:
 
     code = str(getattr(getattr(error, "error", None), "code", "") or "")
     said = f"{code} {error}"
-    if isinstance(error, SandboxTimeoutException):
+    if isinstance(error, SandboxTimeoutException) or _NO_POD in said:
         # The server answers a pooled create only once a pod is bound; with every pod taken
-        # and the Pool at its poolMax, none is, and the request runs out first.
+        # and the Pool at its poolMax, none is, until the server's own create timeout.
         advice = (
-            f"The server had bound no pod of Pool {pool.name!r} when the request timed out, as "
-            "happens when every pod is taken and the Pool is at its poolMax; the server removes "
-            "the sandbox when its own create timeout passes. Raise the Pool's poolMax, or the "
-            "connection's request_timeout to wait longer."
+            f"The server bound no pod of Pool {pool.name!r} in time, as happens when every pod "
+            "is taken and the Pool is at its poolMax; the server removes the sandbox when its "
+            "own create timeout passes. Raise the Pool's poolMax, or give the task retries to "
+            "try again later."
         )
     elif _FULL in said:
         advice = (
