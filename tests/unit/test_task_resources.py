@@ -16,7 +16,7 @@ from opensandbox_provider._connection_config import ConnectionConfig, creation_o
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.pool import WarmPool
 from opensandbox_provider.sandbox import OpenSandboxBackend, _creation
-from opensandbox_provider.sandbox._resources import quantity
+from opensandbox_provider.sandbox._resources import capped, quantity
 from tests.unit.create_arguments import sent_by_create
 
 
@@ -179,3 +179,23 @@ def _set_up_of(operator: Any, set_up: list[OpenSandboxBackend]) -> list[OpenSand
     with pytest.raises(RuntimeError, match="stop after the set-up"):
         operator.execute({})
     return set_up
+
+
+def test_a_connections_request_above_a_tasks_limit_is_lowered_to_the_limit():
+    # The connection's 128Mi default would make a pod Kubernetes refuses for a 64Mi sandbox.
+    asked = {"cpu": "100m", "memory": "128Mi"}
+    assert capped(asked, {"cpu": "1", "memory": "64Mi"}) == {"cpu": "100m", "memory": "64Mi"}
+    assert capped(asked, {"cpu": "50m", "memory": "1Gi"}) == {"cpu": "50m", "memory": "128Mi"}
+    assert capped(asked, {}) == asked
+
+
+def test_a_create_may_wait_its_readiness_for_the_servers_answer():
+    from datetime import timedelta
+
+    config = ConnectionConfig(domain="h:1", request_timeout=timedelta(seconds=30))
+    waiting = _creation.awaiting_the_pod(config, 120.0)
+    assert waiting.request_timeout == timedelta(seconds=120)
+    assert config.request_timeout == timedelta(seconds=30)
+    assert waiting.domain == config.domain
+    # A connection that already waits longer keeps its own.
+    assert _creation.awaiting_the_pod(config, 10.0) is config
