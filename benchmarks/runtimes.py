@@ -180,32 +180,50 @@ def _open_sandboxes(backends: dict[str, Any]) -> Iterator[dict[str, str]]:
 
 def on_open_sandboxes(backends: dict[str, Any]) -> list[Row]:
     """``echo hi``, lines through the stream, and an export, on a sandbox each runtime keeps."""
+    return _on_open_sandboxes(backends, _alternating)
+
+
+def _rotating(count: int) -> Iterator[tuple[str, ...]]:
+    """The routes in turn, each round starting with the next one."""
+    for index in range(count):
+        shift = index % len(ROUTES)
+        yield ROUTES[shift:] + ROUTES[:shift]
+
+
+def _on_open_sandboxes(
+    backends: dict[str, Any],
+    rounds: Callable[[int], Iterator[tuple[str, ...]]],
+    key: str = "",
+    title: str = "",
+) -> list[Row]:
+    """The open-sandbox rows for ``backends`` (a column each), in the orders ``rounds`` gives;
+    ``key`` and ``title`` prefix the rows' own."""
     echo: dict[str, list[float]] = {name: [] for name in backends}
     lines: dict[str, list[float]] = {name: [] for name in backends}
     export: dict[str, list[float]] = {name: [] for name in backends}
     path = "/tmp/bench-runtimes-export.bin"
     with _open_sandboxes(backends) as handles:
-        for order in _alternating(ECHO_RUNS):
-            for runtime in order:
+        for order in rounds(ECHO_RUNS):
+            for column in order:
                 seconds, result = _timed(
-                    lambda r=runtime: backends[r].run_command(
-                        handles[r], workloads.ECHO_COMMAND, timeout=60, max_output_bytes=64
+                    lambda c=column: backends[c].run_command(
+                        handles[c], workloads.ECHO_COMMAND, timeout=60, max_output_bytes=64
                     )
                 )
-                _ran(result, f"`echo hi` on {runtime}")
-                echo[runtime].append(seconds * 1000)
-        for runtime in RUNTIMES:
-            made = backends[runtime].run_command(
-                handles[runtime],
+                _ran(result, f"`echo hi` on {column}")
+                echo[column].append(seconds * 1000)
+        for column in backends:
+            made = backends[column].run_command(
+                handles[column],
                 f"head -c {EXPORT_BYTES} /dev/urandom > {path}",
                 timeout=120,
                 max_output_bytes=1024,
             )
-            _ran(made, f"Writing the export's file on {runtime}")
-        for order in _alternating(THROUGHPUT_RUNS):
-            for runtime in order:
-                backend, handle = backends[runtime], handles[runtime]
-                lines[runtime].append(_lines_rate(backend, handle, runtime))
+            _ran(made, f"Writing the export's file on {column}")
+        for order in rounds(THROUGHPUT_RUNS):
+            for column in order:
+                backend, handle = backends[column], handles[column]
+                lines[column].append(_lines_rate(backend, handle, column))
                 with open(os.devnull, "wb") as sink:
                     seconds, written = _timed(
                         lambda b=backend, h=handle, s=sink: b.export_file(
@@ -213,12 +231,15 @@ def on_open_sandboxes(backends: dict[str, Any]) -> list[Row]:
                         )
                     )
                 if written != EXPORT_BYTES:
-                    raise RuntimeError(f"The export on {runtime} wrote {written} bytes.")
-                export[runtime].append(EXPORT_BYTES / workloads.MIB / seconds)
+                    raise RuntimeError(f"The export on {column} wrote {written} bytes.")
+                export[column].append(EXPORT_BYTES / workloads.MIB / seconds)
+    mib = EXPORT_BYTES // workloads.MIB
     return [
-        Row("echo", "`echo hi` on an open sandbox", "ms", echo),
-        Row("lines", f"{LINES_BYTES // 1_000_000} MB of 100-byte lines", "MB/s", lines),
-        Row("export", f"export of {EXPORT_BYTES // workloads.MIB} MiB", "MiB/s", export),
+        Row(f"{key}echo", f"{title}`echo hi` on an open sandbox", "ms", echo),
+        Row(
+            f"{key}lines", f"{title}{LINES_BYTES // 1_000_000} MB of 100-byte lines", "MB/s", lines
+        ),
+        Row(f"{key}export", f"{title}export of {mib} MiB", "MiB/s", export),
     ]
 
 
@@ -290,56 +311,7 @@ def routes(state: Any) -> list[Row]:
         "gateway": _backend("gateway", gateway, state.sandbox_image),
         "direct": _backend("direct", plain, state.sandbox_image, use_server_proxy=False),
     }
-    echo: dict[str, list[float]] = {name: [] for name in ROUTES}
-    lines: dict[str, list[float]] = {name: [] for name in ROUTES}
-    export: dict[str, list[float]] = {name: [] for name in ROUTES}
-    path = "/tmp/bench-routes-export.bin"
-    handles: dict[str, str] = {}
-    try:
-        for route in ROUTES:
-            handles[route] = backends[route].create(spec=OPEN)
-            made = backends[route].run_command(
-                handles[route],
-                f"head -c {EXPORT_BYTES} /dev/urandom > {path}",
-                timeout=120,
-                max_output_bytes=1024,
-            )
-            _ran(made, f"Writing the export's file through the {route} route")
-        for index in range(ECHO_RUNS):
-            for route in ROUTES[index % 3 :] + ROUTES[: index % 3]:
-                seconds, result = _timed(
-                    lambda r=route: backends[r].run_command(
-                        handles[r], workloads.ECHO_COMMAND, timeout=60, max_output_bytes=64
-                    )
-                )
-                _ran(result, f"`echo hi` through the {route} route")
-                echo[route].append(seconds * 1000)
-        for index in range(THROUGHPUT_RUNS):
-            for route in ROUTES[index % 3 :] + ROUTES[: index % 3]:
-                backend, handle = backends[route], handles[route]
-                lines[route].append(_lines_rate(backend, handle, route))
-                with open(os.devnull, "wb") as sink:
-                    seconds, written = _timed(
-                        lambda b=backend, h=handle, s=sink: b.export_file(
-                            h, path, s, max_bytes=2 * EXPORT_BYTES
-                        )
-                    )
-                if written != EXPORT_BYTES:
-                    raise RuntimeError(f"The export through the {route} route wrote {written}.")
-                export[route].append(EXPORT_BYTES / workloads.MIB / seconds)
-    finally:
-        for route, handle in handles.items():
-            backends[route].destroy(handle)
-    return [
-        Row("route_echo", "Kubernetes: `echo hi` on an open sandbox", "ms", echo),
-        Row("route_lines", f"Kubernetes: {LINES_BYTES // 1_000_000} MB of lines", "MB/s", lines),
-        Row(
-            "route_export",
-            f"Kubernetes: export of {EXPORT_BYTES // workloads.MIB} MiB",
-            "MiB/s",
-            export,
-        ),
-    ]
+    return _on_open_sandboxes(backends, _rotating, key="route_", title="Kubernetes: ")
 
 
 def gateway_goal(rows: list[Row]) -> tuple[bool, str]:

@@ -3,7 +3,7 @@ first; a runtime without the feature shows a dash, not a number."""
 
 from __future__ import annotations
 
-from benchmarks.runtimes import Row, render
+from benchmarks.runtimes import ROUTES, Row, _rotating, gateway_goal, render
 
 
 def test_each_runtime_shows_its_median_and_range_and_the_ratio_is_second_over_first() -> None:
@@ -32,3 +32,18 @@ def test_a_runtime_without_samples_shows_a_dash_and_no_ratio() -> None:
         "(0.5-0.5)",
         "-",
     ]
+
+
+def test_the_gateway_goal_is_ten_times_the_proxys_lines_rate() -> None:
+    def lines(gateway: float) -> list[Row]:
+        return [Row("route_lines", "lines", "MB/s", {"proxy": [1.0, 1.5], "gateway": [gateway]})]
+
+    met, verdict = gateway_goal(lines(12.5))
+    assert met and verdict.endswith("10.0x (goal >= 10x): met")
+    met, verdict = gateway_goal(lines(12.0))
+    assert not met and "NOT MET" in verdict
+
+
+def test_each_route_leads_a_round_in_turn() -> None:
+    assert [order[0] for order in _rotating(4)] == [*ROUTES, ROUTES[0]]
+    assert all(sorted(order) == sorted(ROUTES) for order in _rotating(3))
