@@ -162,8 +162,10 @@ demo: setup
 # not a gate of `make test`.
 # RUNTIME=kubernetes compares the runtimes instead (benchmarks/runtimes.py, ~10 min): our
 # backend on the Docker stack's server and on the local cluster's, round by round, and a server
-# Pool's warm start against a cold create; artifacts/bench-runtimes.json. As root, with the
-# Docker stack up and KUBE_CONTROLLER_BIN and KUBE_CRDS_DIR set, as for `make test`.
+# Pool's warm start against a cold create; with KUBE_INGRESS_BIN set too, the server's proxy, the
+# ingress gateway and direct on Kubernetes (exit 1 when the gateway carries lines at less than ten
+# times the proxy's rate); artifacts/bench-runtimes.json. As root, with the Docker stack up and
+# KUBE_CONTROLLER_BIN and KUBE_CRDS_DIR set, as for `make test`, and KUBE_ROUTE unset.
 ifeq ($(RUNTIME),kubernetes)
 bench: setup kube-server-up
 	$(PY) -m benchmarks.runtimes
