@@ -21,7 +21,7 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.transport import RetrySyncTransport
 from pydantic import Field
 
-from opensandbox_provider._reaches import installed_version
+from opensandbox_provider._sdk import installed_version
 from opensandbox_provider._transport import DeadlineTransport
 
 # SDK 1.1.1 builds every transport through new_owned_transport; 1.1.0 builds the one a

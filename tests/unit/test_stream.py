@@ -12,10 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
-from opensandbox.exceptions import SandboxApiException
 from opensandbox.models.sandboxes import SandboxEndpoint
 
 from opensandbox_provider._connection_config import ConnectionConfig
+from opensandbox_provider._errors import ErrorAnswer
 from opensandbox_provider._exchange import SOCKET_BODY
 from opensandbox_provider.execd import _deadline, _execd, _http, _recovery
 from opensandbox_provider.execd._execd import Execd, StreamWindows
@@ -427,7 +427,7 @@ def test_a_silent_stream_whose_status_never_comes_is_given_up_by_the_deadline_pl
     assert 0.8 <= elapsed < loaded(0.8), f"took {elapsed:.2f}s"
 
 
-def test_a_refused_command_raises_the_sdk_error_with_execds_message(execd_with) -> None:
+def test_a_refused_command_raises_its_error_answer_with_execds_message(execd_with) -> None:
     def script(handler: BaseHTTPRequestHandler) -> None:
         body = json.dumps(
             {"code": "INVALID_REQUEST_BODY", "message": "working directory does not exist"}
@@ -439,9 +439,9 @@ def test_a_refused_command_raises_the_sdk_error_with_execds_message(execd_with) 
         handler.wfile.write(body.encode())
 
     execd = execd_with(script)
-    with pytest.raises(SandboxApiException) as raised:
+    with pytest.raises(ErrorAnswer) as raised:
         run(execd)
-    assert raised.value.status_code == 400
+    assert raised.value.status_code == 400 and raised.value.code == "INVALID_REQUEST_BODY"
     assert "working directory does not exist" in str(raised.value)
 
 

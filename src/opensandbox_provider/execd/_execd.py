@@ -7,9 +7,9 @@ the backend's to decide. Every call is made here rather than through the SDK, wh
 any answer whole and inflated as its ``Content-Encoding`` says (an answer the guest may write),
 logs a traceback for every missing path, and holds a command's stream open past its end.
 
-One call is the exception to "our errors": :meth:`Execd.run` raises the SDK's exception for
-an error answer and lets transport errors through, since a broken stream may be the sandbox
-ending under the command, which only the server can tell.
+One call is the exception to "our errors": :meth:`Execd.run` raises
+:class:`~.._errors.ErrorAnswer` for an error answer and lets transport errors through, since a
+broken stream may be the sandbox ending under the command, which only the server can tell.
 """
 
 from __future__ import annotations

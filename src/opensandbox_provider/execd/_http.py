@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 import httpx
 
 from opensandbox_provider._clients import NO_COMPRESSION, first_bytes, iter_raw, sandbox_client
-from opensandbox_provider._errors import api_exception
+from opensandbox_provider._errors import ErrorAnswer
 from opensandbox_provider._exchange import SOCKET_BODY
 from opensandbox_provider._transport import OWN_CONNECTION
 from opensandbox_provider.execd import _deadline
@@ -90,7 +90,7 @@ class SandboxHttp:
         **options: Unpack[Options],
     ) -> Iterator[httpx.Response]:
         """
-        The answer with its body unread; an error answer raises the SDK's exception for it.
+        The answer with its body unread; an error answer raises :class:`ErrorAnswer`.
 
         An error answer is one of 300 or above, or, given ``expect``, any other status.
         Leaving the block before the body has ended closes the connection instead of
@@ -167,15 +167,18 @@ def iter_body(
         yield piece
 
 
-def api_error(response: httpx.Response, operation: str) -> Exception:
-    """The SDK's exception for an error answer, read no further than :data:`MAX_ERROR_BODY`."""
-    body = first_bytes(response, MAX_ERROR_BODY)
+def api_error(response: httpx.Response, operation: str) -> ErrorAnswer:
+    """``response`` as the error answer it is, read no further than :data:`MAX_ERROR_BODY`."""
+    # Its length is what was read, so of the headers only those that describe it are kept.
     kept = {
         name: value
         for name, value in response.headers.items()
         if name.lower() in ("content-type", "x-request-id")
     }
     bounded = httpx.Response(
-        response.status_code, headers=kept, content=bytes(body[:MAX_ERROR_BODY])
+        response.status_code,
+        headers=kept,
+        content=first_bytes(response, MAX_ERROR_BODY)[:MAX_ERROR_BODY],
+        request=response.request,
     )
-    return api_exception(bounded, operation)
+    return ErrorAnswer(bounded, operation)
