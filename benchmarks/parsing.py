@@ -11,8 +11,8 @@ import json
 import time
 
 from benchmarks import workloads
+from opensandbox_provider._exchange import BODY_READ_SIZE
 from opensandbox_provider.execd._events import EventParser
-from opensandbox_provider.execd._http import BODY_READ_SIZE
 
 # Enough of each shape to read for a second or so, past the parser's first megabyte.
 PARSED_BYTES = 100_000_000

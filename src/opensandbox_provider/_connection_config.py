@@ -1,5 +1,6 @@
 """
-The SDK's connection config, trusting the certificate authorities a connection names.
+The SDK's connection config, on a transport of this provider's own that keeps each call's
+deadline and trusts the certificate authorities a connection names (see :mod:`._transport`).
 
 Its transports take no proxy from the environment: the SDK hands each of its clients the
 config's transport, and httpx reads the proxy variables only for a client built without one
@@ -17,11 +18,11 @@ import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 from opensandbox import SandboxSync
 from opensandbox.config.connection_sync import ConnectionConfigSync
-from opensandbox.transport import unwrap_retry_transport
+from opensandbox.transport import RetrySyncTransport
 from pydantic import Field
 
-from opensandbox_provider._reaches import installed_version, warn_moved
-from opensandbox_provider.execd._deadline import keep_deadlines
+from opensandbox_provider._sdk import installed_version
+from opensandbox_provider._transport import DeadlineTransport
 
 # SDK 1.1.1 builds every transport through new_owned_transport; 1.1.0 builds the one a
 # config owns inside with_transport_if_missing and has no such method.
@@ -33,8 +34,8 @@ SDK_TAKES_REQUESTS = "resource_requests" in inspect.signature(SandboxSync.create
 
 class ConnectionConfig(ConnectionConfigSync):
     """
-    :class:`ConnectionConfigSync` whose transports also trust ``ca_certificates``, and whose
-    connections keep each call's deadline (see :mod:`.execd._deadline`).
+    :class:`ConnectionConfigSync` whose transports are our :class:`DeadlineTransport` pools:
+    their connections keep each call's deadline, and their TLS also trusts ``ca_certificates``.
     """
 
     # PEM text rather than a path: the file is read, and refused with the extra's name,
@@ -44,29 +45,37 @@ class ConnectionConfig(ConnectionConfigSync):
     # connection's cpu_request and memory_request extras); None asks for its limits.
     resource_requests: dict[str, str] | None = None
 
-    def new_owned_transport(self, **limits: Any) -> httpx.BaseTransport:
-        transport = super().new_owned_transport(**limits)
-        self._prepare(transport)
+    def new_owned_transport(
+        self,
+        *,
+        max_connections: int | None = 100,
+        max_keepalive_connections: int = 20,
+        keepalive_expiry: float = 30.0,
+    ) -> httpx.BaseTransport:
+        """The SDK's stack, with our pool where the SDK has its own; its limits are the SDK's."""
+        transport = DeadlineTransport(
+            self.ssl_context(),
+            max_connections=max_connections,
+            max_keepalive_connections=max_keepalive_connections,
+            keepalive_expiry=keepalive_expiry,
+        )
+        if self.retry_policy.wraps_transport():
+            return RetrySyncTransport(transport, self.retry_policy, owns_inner=True)
         return transport
 
     def with_transport_if_missing(self, **limits: Any) -> ConnectionConfigSync:
-        config = super().with_transport_if_missing(**limits)
-        if not _SDK_BUILDS_OWNED_TRANSPORTS and config is not self and config.transport:
-            self._prepare(config.transport)
-        return config
+        if _SDK_BUILDS_OWNED_TRANSPORTS or self.transport is not None:
+            return super().with_transport_if_missing(**limits)
+        # SDK 1.1.0 builds its stack in place here; a copy keeps this config's ownership of
+        # the transport, as the SDK's own copy does.
+        return self.model_copy(update={"transport": self.new_owned_transport(**limits)})
 
-    def _prepare(self, transport: httpx.BaseTransport) -> None:
-        # Before its first connection, so that every connection it ever opens keeps deadlines.
-        if not keep_deadlines(transport):
-            warn_moved(
-                "opensandbox",
-                "the httpcore connection pool inside its transport, with httpcore "
-                f"{installed_version('httpcore')}",
-                "A sandbox or server that answers a byte at a time can hold a call past its "
-                "deadline: only the bodies this provider reads itself stay bounded.",
-            )
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS trust of this connection: the system's authorities and its ``ca_bundle``."""
+        context = httpx.create_ssl_context()
         if self.ca_certificates is not None:
-            _ssl_context_of(transport).load_verify_locations(cadata=self.ca_certificates)
+            context.load_verify_locations(cadata=self.ca_certificates)
+        return context
 
 
 def creation_options(config: object, requests: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -83,23 +92,3 @@ def creation_options(config: object, requests: Mapping[str, str] | None = None) 
             "provider pins, or drop cpu_request and memory_request."
         )
     return {"resource_requests": merged} if merged else {}
-
-
-def _ssl_context_of(transport: httpx.BaseTransport) -> ssl.SSLContext:
-    """
-    The one SSL context the SDK builds its transport on, or an error saying so.
-
-    The SDK takes no SSL context, but shares the one it makes between its pooled transport
-    and the one it uses for deadline-bound requests; adding authorities to it reaches both.
-    It is held privately, so it is looked up defensively, and a transport of another shape
-    is refused: it would not trust the authority, and every handshake would fail.
-    """
-    context = getattr(unwrap_retry_transport(transport), "_ssl_context", None)
-    if not isinstance(context, ssl.SSLContext):
-        raise SandboxTerminalError(
-            f"The OpenSandbox SDK installed (opensandbox {installed_version('opensandbox')}) "
-            "builds its HTTP transport in a way the connection's ca_bundle extra cannot reach. "
-            "Install the SDK version this provider pins, or leave ca_bundle out and name the "
-            "file in SSL_CERT_FILE instead."
-        )
-    return context

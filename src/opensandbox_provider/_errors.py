@@ -1,14 +1,15 @@
 """
-SDK and transport exceptions become ``SandboxError`` or ``SandboxTerminalError`` here, only here.
+Failures become ``SandboxError`` or ``SandboxTerminalError`` here, only here, by one table.
 
 The line between the two is the toolset's: a ``SandboxError`` goes back to the model as
 something it may work around (a bad path, a command the server refused), a
 ``SandboxTerminalError`` fails the task so Airflow retries it (credentials refused, the
 server unreachable, the sandbox gone).
 
-The requests this backend makes itself fail as the SDK's own do: an error answer or an
-httpx error becomes the exception the SDK would raise for it, built here because the SDK
-builds them in its adapter layer, which is not its public API. A unit test pins the two.
+Three kinds of failure come here: the SDK's exceptions, from the calls made through it;
+httpx's, from the requests this provider makes itself; and :class:`ErrorAnswer`, an error
+answer to one of those. :func:`to_sandbox_error` looks each up in one table, by class, as httpx
+maps httpcore's exceptions to its own.
 """
 
 from __future__ import annotations
@@ -17,17 +18,11 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
 
-from opensandbox_provider._reaches import warn_moved
 from opensandbox_provider._sdk import OpenSandboxNotInstalled
-
-if TYPE_CHECKING:
-    from opensandbox.exceptions import SandboxApiException, SandboxException
-    from opensandbox.exceptions import SandboxError as SdkError
 
 # Statuses that say this request was wrong, not that the sandbox or the server is: the
 # model can change the request. 500 is execd's RUNTIME_ERROR (a permission, a path that
@@ -35,16 +30,10 @@ if TYPE_CHECKING:
 _REQUEST_STATUSES = frozenset({400, 409, 413, 416, 422, 500})
 # A server message is quoted only this far into ours.
 _MAX_DETAIL = 500
-# The statuses the SDK marks retryable on the exceptions it builds, as its retry policy does.
-_RETRYABLE_STATUSES = frozenset({429, 502, 503})
-# An answer that is not the server's JSON error is quoted this far into the SDK's message.
-_MAX_RAW_BODY = 512
 # What would end a line of the task log, or forge one, if quoted as it came: control
 # characters, Unicode's own line and paragraph separators, and lone surrogates, which no
 # log handler can encode.
 _UNQUOTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-# An SDK exception class, as :func:`_built` returns it.
-_Built = TypeVar("_Built", bound="SandboxException")
 
 
 def quoted(text: object, limit: int = _MAX_DETAIL) -> str:
@@ -58,9 +47,52 @@ def quoted(text: object, limit: int = _MAX_DETAIL) -> str:
     return _UNQUOTABLE.sub(lambda match: repr(match.group())[1:-1], shown)
 
 
+class ErrorAnswer(httpx.HTTPStatusError):
+    """
+    An error answer to a request this provider made itself: its status, and the server's code
+    and message when its body is the server's JSON error (docs/execd-wire.rst, wire-errors).
+
+    ``response`` holds the body as far as it was read, which the caller bounds.
+    """
+
+    def __init__(self, response: httpx.Response, operation: str) -> None:
+        self.status_code = response.status_code
+        self.code, message = _server_error_in(response.content)
+        said = message or f"{operation} failed: HTTP {self.status_code}"
+        if self.code is None:
+            # Not the server's error: what answered instead (a proxy, a guest) is quoted.
+            text = response.content.decode("utf-8", errors="replace").strip()
+            said += f": {quoted(text)}" if text else ""
+        # The server's own words, which a translated error quotes.
+        self.said = said
+        super().__init__(
+            f"{operation} failed: {said}" if message else said,
+            request=response.request,
+            response=response,
+        )
+
+
+def _server_error_in(body: bytes) -> tuple[str | None, str]:
+    """
+    The code and message of the server's JSON error in ``body``, or ``(None, "")`` when it is
+    not one. FastAPI's ``HTTPException`` wraps the server's error in ``detail``.
+    """
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return None, ""
+    if isinstance(parsed, dict) and isinstance(parsed.get("detail"), dict):
+        parsed = parsed["detail"]
+    if isinstance(parsed, dict) and parsed.get("code"):
+        return str(parsed["code"]), str(parsed.get("message") or "")
+    return None, ""
+
+
 def status_of(error: BaseException) -> int | None:
-    """The HTTP status an SDK exception carries, if it carries one."""
+    """The HTTP status an error answer carries, ours or the SDK's, if it carries one."""
     status = getattr(error, "status_code", None)
+    if status is None and isinstance(error, httpx.HTTPStatusError):
+        status = error.response.status_code
     return status if isinstance(status, int) else None
 
 
@@ -87,15 +119,16 @@ def api_exceptions() -> tuple[type[Exception], ...]:
 
 def transport_errors() -> tuple[type[Exception], ...]:
     """
-    What a request to the server or a sandbox fails with: the SDK's exceptions, httpx's, the
-    contract's, and a socket's own. Caught by name, never as ``Exception``: Airflow's task
-    timeout is an ``Exception`` on Airflow 2, and a handler that carries on must not catch it.
+    What a request to the server or a sandbox fails with: the SDK's exceptions, httpx's (an
+    :class:`ErrorAnswer` among them), the contract's, and a socket's own. Caught by name, never
+    as ``Exception``: Airflow's task timeout is an ``Exception`` on Airflow 2, and a handler
+    that carries on must not catch it.
     """
     return (SandboxError, httpx.HTTPError, OSError, *sdk_exceptions())
 
 
 def _translatable() -> tuple[type[Exception], ...]:
-    """What :func:`to_sandbox_error` translates."""
+    """What :func:`to_sandbox_error` translates: every failure :func:`_table` has a row for."""
     return (httpx.HTTPError, OpenSandboxNotInstalled, *sdk_exceptions())
 
 
@@ -110,11 +143,86 @@ def done_unless_missing(call: Callable[[], object]) -> bool:
     return True
 
 
+# What each kind of failure means, as :func:`to_sandbox_error` words it: ``doing`` completes
+# "Could not ...", ``detail`` is the failure's own words.
+_Meaning = Callable[[str, str, int | None, bool], SandboxError]
+
+
+def _unreachable(doing: str, detail: str, status: int | None, terminal: bool) -> SandboxError:
+    return SandboxTerminalError(
+        f"Could not {doing}: the OpenSandbox server or the sandbox could not be reached "
+        f"({detail}). Check that the server is running and that the connection's host and "
+        "port point at it."
+    )
+
+
+def _too_slow(doing: str, detail: str, status: int | None, terminal: bool) -> SandboxError:
+    return SandboxTerminalError(
+        f"Could not {doing}: the OpenSandbox server did not answer in time ({detail}). Check "
+        "the server's health, or raise the connection's request_timeout."
+    )
+
+
+def _answered(doing: str, detail: str, status: int | None, terminal: bool) -> SandboxError:
+    if status in (401, 403):
+        return SandboxTerminalError(
+            f"Could not {doing}: the OpenSandbox server refused the API key ({detail}). Set "
+            "the connection's password to the api_key the server is configured with."
+        )
+    # Without a caller that blames a path, a 404 is about the sandbox or the server.
+    if status in _REQUEST_STATUSES and not terminal:
+        return SandboxError(f"Could not {doing}: {detail}.")
+    return SandboxTerminalError(f"Could not {doing}: {detail}.")
+
+
+def _refused_here(doing: str, detail: str, status: int | None, terminal: bool) -> SandboxError:
+    # The SDK refused the request before sending it: the model can change it.
+    message = f"Could not {doing}: {detail}."
+    return SandboxTerminalError(message) if terminal else SandboxError(message)
+
+
+def _failed(doing: str, detail: str, status: int | None, terminal: bool) -> SandboxError:
+    return SandboxTerminalError(f"Could not {doing}: {detail}.")
+
+
+def _table() -> list[tuple[tuple[type[BaseException], ...], _Meaning]]:
+    """
+    Each failure's meaning by its class, the first row it is an instance of giving it: a
+    connect that timed out never reached the server, so it is unreachable, not slow.
+    """
+    rows: list[tuple[tuple[type[BaseException], ...], _Meaning]] = [
+        ((httpx.HTTPStatusError,), _answered),
+        ((httpx.ConnectTimeout, httpx.NetworkError), _unreachable),
+        ((httpx.TimeoutException,), _too_slow),
+        ((httpx.TransportError,), _unreachable),
+        ((httpx.HTTPError,), _failed),
+    ]
+    try:
+        from opensandbox.exceptions import (
+            InvalidArgumentException,
+            SandboxApiException,
+            SandboxConnectionException,
+            SandboxException,
+            SandboxTimeoutException,
+        )
+    except ImportError:
+        return rows
+    return [
+        *rows,
+        ((SandboxApiException,), _answered),
+        ((SandboxConnectionException,), _unreachable),
+        ((SandboxTimeoutException,), _too_slow),
+        ((InvalidArgumentException,), _refused_here),
+        ((SandboxException,), _failed),
+    ]
+
+
 def to_sandbox_error(
     error: BaseException, doing: str, *, terminal: bool = False
 ) -> SandboxError | None:
     """
-    The sandbox error ``error`` stands for, or ``None`` when it is not an SDK or transport error.
+    The sandbox error ``error`` stands for, or ``None`` when it is not a failure of the SDK
+    or of a request (see :func:`_table`).
 
     ``doing`` completes "Could not ..." in the message. ``terminal`` makes every failure
     terminal, for calls the model has no part in, such as provisioning.
@@ -123,46 +231,10 @@ def to_sandbox_error(
         return error
     if isinstance(error, OpenSandboxNotInstalled):
         return SandboxTerminalError(str(error))
-    from opensandbox.exceptions import (
-        InvalidArgumentException,
-        SandboxApiException,
-        SandboxConnectionException,
-        SandboxException,
-        SandboxTimeoutException,
-    )
-
-    if isinstance(error, httpx.HTTPError):
-        error = _sdk_exception(error)
-        if isinstance(error, SandboxError):
-            return error
-    if not isinstance(error, SandboxException):
-        return None
-    status = status_of(error)
-    detail = _detail(error)
-    if isinstance(error, SandboxApiException) and status in (401, 403):
-        return SandboxTerminalError(
-            f"Could not {doing}: the OpenSandbox server refused the API key ({detail}). Set the "
-            "connection's password to the api_key the server is configured with."
-        )
-    if isinstance(error, SandboxApiException) and status == 404:
-        # Without a ``missing`` answer a 404 is about the sandbox or the server, not a path.
-        return SandboxTerminalError(f"Could not {doing}: {detail}.")
-    if isinstance(error, SandboxConnectionException):
-        return SandboxTerminalError(
-            f"Could not {doing}: the OpenSandbox server or the sandbox could not be reached "
-            f"({detail}). Check that the server is running and that the connection's host and "
-            "port point at it."
-        )
-    if isinstance(error, SandboxTimeoutException):
-        return SandboxTerminalError(
-            f"Could not {doing}: the OpenSandbox server did not answer in time ({detail}). Check "
-            "the server's health, or raise the connection's request_timeout."
-        )
-    recoverable = isinstance(error, InvalidArgumentException) or status in _REQUEST_STATUSES
-    message = f"Could not {doing}: {detail}."
-    if recoverable and not terminal:
-        return SandboxError(message)
-    return SandboxTerminalError(message)
+    for kinds, meaning in _table():
+        if isinstance(error, kinds):
+            return meaning(doing, _detail(error), status_of(error), terminal)
+    return None
 
 
 @contextmanager
@@ -173,7 +245,7 @@ def as_sandbox_errors(
     missing: Callable[[], SandboxError] | None = None,
 ) -> Iterator[None]:
     """
-    Raise what :func:`to_sandbox_error` makes of any SDK or transport error in the block.
+    Raise what :func:`to_sandbox_error` makes of any SDK or request failure in the block.
 
     ``missing`` answers a 404, which a file API returns both for a path that does not
     exist and for a sandbox that does not: it confirms the sandbox exists (raising if it
@@ -191,159 +263,17 @@ def as_sandbox_errors(
 
 
 def _detail(error: BaseException) -> str:
-    """The server's own words for a failure, with its status and code, to quote in ours."""
-    from opensandbox.exceptions import SandboxApiException
-
-    sdk_error = getattr(error, "error", None)
-    text = (
-        getattr(sdk_error, "message", None)
-        or (error.args[0] if error.args else "")
-        or type(error).__name__
-    )
-    text = quoted(str(text).strip().rstrip("."))
-    if isinstance(error, SandboxApiException) and error.status_code is not None:
-        code = getattr(sdk_error, "code", None)
-        label = f"HTTP {error.status_code}" + (
-            f" {code}" if code and code != "UNEXPECTED_RESPONSE" else ""
-        )
-        return f"{text} [{label}]"
-    return text
-
-
-def api_exception(
-    response: httpx.Response, operation: str
-) -> SandboxApiException | SandboxTerminalError:
-    """
-    The SDK's exception for the error answer ``response`` to ``operation``, already read.
-
-    A 429's ``retry_after`` is left unset: this backend never waits to retry one, it fails
-    the task (see :func:`to_sandbox_error`). An SDK whose exceptions no longer take these
-    arguments gets :func:`_unbuilt`'s error instead.
-    """
-    from opensandbox.exceptions import SandboxApiException, SandboxRateLimitException
-
-    status = response.status_code
-    body = response.content
-    sdk_error = _sdk_error_in(body)
-    message = f"{operation} failed: HTTP {status}"
-    if sdk_error is not None and sdk_error.message:
-        message = f"{operation} failed: {sdk_error.message}"
-    elif sdk_error is None:
-        text = body.decode("utf-8", errors="replace").strip()
-        if len(text) > _MAX_RAW_BODY:
-            text = text[:_MAX_RAW_BODY] + "…"
-        if text:
-            message = f"{message}: {text}"
-    request_id = response.headers.get("x-request-id", "").strip() or None
-    exception = SandboxRateLimitException if status == 429 else SandboxApiException
-    return _built(
-        exception,
-        message=message,
-        status_code=status,
-        request_id=request_id,
-        error=sdk_error,
-        response_body=body,
-        is_retryable=status in _RETRYABLE_STATUSES,
-    )
-
-
-def _sdk_exception(error: httpx.HTTPError) -> SandboxException | SandboxTerminalError:
-    """The exception the SDK raises when one of its own requests meets ``error``."""
-    from opensandbox.exceptions import (
-        SandboxConnectionException,
-        SandboxInternalException,
-        SandboxTimeoutException,
-    )
-
-    if isinstance(error, httpx.HTTPStatusError):
-        # Neither the SDK's requests nor ours let one out. Should one arrive, it gets the SDK's
-        # class, status and server error; only the wording of the message is not the SDK's.
-        return api_exception(error.response, "API call")
-    # A connect that times out never reached the server: unreachable, as the SDK counts it.
-    if isinstance(error, httpx.ConnectTimeout | httpx.NetworkError):
-        return _built(
-            SandboxConnectionException,
-            message=f"Network connectivity error: {error}",
-            cause=error,
-            is_retryable=True,
-        )
-    if isinstance(error, httpx.TimeoutException):
-        return _built(SandboxTimeoutException, message=f"Request timed out: {error}", cause=error)
-    if isinstance(error, httpx.TransportError):
-        return _built(
-            SandboxConnectionException, message=f"Network connectivity error: {error}", cause=error
-        )
-    return _built(
-        SandboxInternalException, message=f"Unexpected SDK error occurred: {error}", cause=error
-    )
-
-
-def _built(
-    exception: type[_Built], *, message: str, **arguments: Any
-) -> _Built | SandboxTerminalError:
-    """``exception`` built as the SDK's adapter builds it, or :func:`_unbuilt`'s error."""
-    try:
-        return exception(message=message, **arguments)
-    except TypeError:
-        return _unbuilt(exception, message, arguments.get("status_code"))
-
-
-def _unbuilt(exception: type[Exception], message: str, status: int | None) -> SandboxTerminalError:
-    """
-    What stands for an SDK exception whose constructor no longer takes what the SDK's own
-    adapter passed it: a terminal error with the failure's own message, so that the failure
-    is reported as it happened rather than as the ``TypeError`` of building its exception.
-    Terminal, since without the SDK's classes nothing tells a request to change from a
-    sandbox that is gone.
-    """
-    warn_moved(
-        "opensandbox",
-        f"a {exception.__name__} constructor taking the arguments its own adapter passes",
-        "Errors of the requests this provider makes itself lose their SDK class and status "
-        "and all fail the task.",
-    )
-    # The status goes into the words, since the class that would carry it could not be built.
-    return SandboxTerminalError(f"{message}" + (f" (HTTP {status})." if status else "."))
-
-
-def _sdk_error_in(body: bytes) -> SdkError | None:
-    """
-    The code and message of the server's JSON error in ``body``, as the SDK reads them.
-
-    A body that is not JSON is kept whole as an ``UNEXPECTED_RESPONSE``; JSON without a code
-    gives ``None``, and the caller quotes the body instead.
-    """
-    from opensandbox.exceptions import SandboxError as SdkError
-
-    if not body:
-        return None
-    text = body.decode("utf-8", errors="replace")
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
-        return _server_error(SdkError.UNEXPECTED_RESPONSE, text)
-    except (ValueError, RecursionError):
-        # JSON nested too deep, or with a number too long, to parse: the SDK finds no error.
-        return None
-    # FastAPI's HTTPException wraps the server's error in ``detail``.
-    if isinstance(parsed, dict) and isinstance(parsed.get("detail"), dict):
-        parsed = parsed["detail"]
-    if isinstance(parsed, dict) and parsed.get("code"):
-        return _server_error(parsed["code"], parsed.get("message") or "")
-    return None
-
-
-def _server_error(code: Any, message: str) -> SdkError | None:
-    """The SDK's record of a server error, or ``None`` (the body is quoted instead) if it moved."""
-    from opensandbox.exceptions import SandboxError as SdkError
-
-    try:
-        return SdkError(code, message)
-    except TypeError:
-        warn_moved(
-            "opensandbox",
-            "a SandboxError (error record) constructor taking a code and a message",
-            "Errors of the requests this provider makes itself quote the server's answer "
-            "without its error code.",
-        )
-        return None
+    """The failure's own words, the server's with its status and code, to quote in ours."""
+    if isinstance(error, ErrorAnswer):
+        text, code = error.said, error.code
+    else:
+        # The SDK's exceptions keep the server's error record as ``error``.
+        record = getattr(error, "error", None)
+        text = getattr(record, "message", None) or (error.args[0] if error.args else "")
+        code = getattr(record, "code", None)
+    text = quoted(str(text).strip().rstrip(".") or type(error).__name__)
+    status = status_of(error)
+    if status is None:
+        return text
+    label = f"HTTP {status}" + (f" {code}" if code and code != "UNEXPECTED_RESPONSE" else "")
+    return f"{text} [{label}]"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+
 INSTALL_COMMAND = 'pip install "airflow-provider-opensandbox[opensandbox]"'
 
 
@@ -22,3 +24,11 @@ def require_sdk() -> None:
         raise OpenSandboxNotInstalled(
             f"The OpenSandbox SDK is not installed. Install it with: {INSTALL_COMMAND}"
         ) from e
+
+
+def installed_version(distribution: str) -> str:
+    """The installed version of ``distribution``, or a word saying it could not be read."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "(version unknown)"

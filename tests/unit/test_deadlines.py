@@ -16,10 +16,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxError
 from opensandbox import SandboxSync
+from opensandbox.transport import unwrap_retry_transport
 
 from opensandbox_provider._connection_config import ConnectionConfig
+from opensandbox_provider._exchange import SOCKET_BODY
+from opensandbox_provider._transport import DeadlineTransport
 from opensandbox_provider.execd import _execd, _http
-from opensandbox_provider.execd._deadline import Deadline, keep_deadlines
+from opensandbox_provider.execd._deadline import Deadline
 from opensandbox_provider.execd._execd import Execd, StreamWindows
 from opensandbox_provider.execd._http import SandboxHttp
 from tests.unit.execd_wire import complete
@@ -123,7 +126,7 @@ def dripping() -> Iterator[DrippingExecd]:
 
 @pytest.fixture
 def execd(dripping: DrippingExecd) -> Iterator[Execd]:
-    # The provider's own connection config, so the transport is the one the SDK builds from it.
+    # The provider's own connection config, so the transport is the one it builds.
     config = ConnectionConfig(
         domain=dripping.address,
         protocol="http",
@@ -233,9 +236,10 @@ def test_a_ping_answered_a_byte_at_a_time_is_no_answer_by_its_deadline(
     assert time.monotonic() - started < DEADLINE * LOADED
 
 
-def test_the_pinned_sdks_transport_keeps_deadlines(execd: Execd) -> None:
+def test_the_sandboxes_transport_is_the_one_that_keeps_deadlines(execd: Execd) -> None:
     # Without it the headers of an answer would be bounded only read by read.
-    assert keep_deadlines(execd._sandbox.connection_config.transport)
+    transport = unwrap_retry_transport(execd._sandbox.connection_config.transport)
+    assert isinstance(transport, DeadlineTransport)
 
 
 def test_a_command_stream_is_still_read_from_the_socket_on_connections_that_keep_deadlines(
@@ -243,8 +247,10 @@ def test_a_command_stream_is_still_read_from_the_socket_on_connections_that_keep
 ) -> None:
     # Each read checking the deadline must not cost the fast path that reads the socket itself.
     dripping.mode = "whole"
-    with execd._http.stream("POST", _execd.EXECD_PORT, "/command", "Run command") as response:
-        assert _http._socket_stream(response) is not None
+    with execd._http.stream(
+        "POST", _execd.EXECD_PORT, "/command", "Run command", own_connection=True
+    ) as response:
+        assert response.extensions.get(SOCKET_BODY) is not None
         assert b"".join(_http.iter_body(response, READ_TIMEOUT)) == complete()
     streamed = execd.run("true", timeout_ms=1000, max_output_bytes=100, cwd=None)
     assert streamed.abandoned is None and streamed.ending is not None

@@ -16,6 +16,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTermin
 from opensandbox import SandboxSync
 from opensandbox.config.connection_sync import ConnectionConfigSync
 
+from opensandbox_provider._errors import ErrorAnswer
 from opensandbox_provider.execd._deadline import Deadline
 from opensandbox_provider.execd._execd import Entry, Execd, FileInfo, NoSuchPath
 from opensandbox_provider.execd._http import SandboxHttp
@@ -117,13 +118,13 @@ def test_a_command_is_sent_with_its_deadline_and_read_to_its_ending(execd_answer
     assert streamed.parser.stdout.text() == "hi\n"
 
 
-def test_a_command_answered_with_other_than_200_raises_the_sdks_exception(
+def test_a_command_answered_with_other_than_200_raises_its_error_answer(
     execd_answering,
 ) -> None:
     execd = execd_answering(lambda request: answer_with(204))
-    with pytest.raises(Exception, match="Run command failed") as raised:
+    with pytest.raises(ErrorAnswer, match="Run command failed") as raised:
         execd.run("true", timeout_ms=1000, max_output_bytes=100, cwd=None)
-    assert getattr(raised.value, "status_code", None) == 204
+    assert raised.value.status_code == 204
 
 
 def test_file_info_is_the_kind_and_size_execd_reports_for_the_path(execd_answering) -> None:

@@ -11,6 +11,8 @@ from datetime import timedelta
 import httpx
 import pytest
 
+from opensandbox_provider._exchange import SOCKET_BODY
+from opensandbox_provider._transport import OWN_CONNECTION
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from tests.unit.airflow_versions import (
     DEFAULT_SENSITIVE_FIELDS,
@@ -331,12 +333,17 @@ def test_the_transport_a_sandbox_gets_trusts_the_ca_bundle_too(
 
     private_tls_connection()
     config = OpenSandboxHook().connection_config.with_transport_if_missing()
+    url = f"https://127.0.0.1:{private_tls_server}/v1/sandboxes"
     try:
         client = httpx.Client(transport=unwrap_retry_transport(config.transport))
-        response = client.get(f"https://127.0.0.1:{private_tls_server}/v1/sandboxes")
+        response = client.get(url)
+        # A command's stream and a download go on a connection of their own, with the same trust.
+        own = client.get(url, extensions={OWN_CONNECTION: True})
     finally:
         config.close_transport_if_owned()
     assert response.json() == EMPTY_LISTING
+    assert own.extensions.get(SOCKET_BODY) is not None
+    assert own.json() == EMPTY_LISTING
 
 
 def test_without_the_ca_bundle_the_connection_test_says_tls_failed_and_names_the_extra(

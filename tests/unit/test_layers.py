@@ -134,7 +134,7 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 CLEAN = {
-    f"{PACKAGE}/execd/_http.py": f"from {PACKAGE}._errors import api_exception\n",
+    f"{PACKAGE}/execd/_http.py": f"from {PACKAGE}._errors import ErrorAnswer\n",
     f"{PACKAGE}/execd/_chunked.py": "import httpx\n",
     f"{PACKAGE}/sandbox/backend.py": f"from {PACKAGE}.execd import _http\n",
     f"{PACKAGE}/operators/op.py": f"from {PACKAGE}.sandbox.backend import Backend\n",

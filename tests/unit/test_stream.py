@@ -12,10 +12,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxTerminalError
-from opensandbox.config.connection_sync import ConnectionConfigSync
-from opensandbox.exceptions import SandboxApiException
 from opensandbox.models.sandboxes import SandboxEndpoint
 
+from opensandbox_provider._connection_config import ConnectionConfig
+from opensandbox_provider._errors import ErrorAnswer
+from opensandbox_provider._exchange import SOCKET_BODY
 from opensandbox_provider.execd import _deadline, _execd, _http, _recovery
 from opensandbox_provider.execd._execd import Execd, StreamWindows
 from opensandbox_provider.execd._http import SandboxHttp
@@ -128,9 +129,10 @@ class LoopbackSandbox:
     id = "loopback"
 
     def __init__(self, port: int, request_timeout: float = 5.0) -> None:
-        self.connection_config = ConnectionConfigSync(
+        # With the transport a sandbox made on the provider's connection config has.
+        self.connection_config = ConnectionConfig(
             request_timeout=timedelta(seconds=request_timeout)
-        )
+        ).with_transport_if_missing()
         self._port = port
 
     def get_endpoint(self, port: int) -> SandboxEndpoint:
@@ -425,7 +427,7 @@ def test_a_silent_stream_whose_status_never_comes_is_given_up_by_the_deadline_pl
     assert 0.8 <= elapsed < loaded(0.8), f"took {elapsed:.2f}s"
 
 
-def test_a_refused_command_raises_the_sdk_error_with_execds_message(execd_with) -> None:
+def test_a_refused_command_raises_its_error_answer_with_execds_message(execd_with) -> None:
     def script(handler: BaseHTTPRequestHandler) -> None:
         body = json.dumps(
             {"code": "INVALID_REQUEST_BODY", "message": "working directory does not exist"}
@@ -437,9 +439,9 @@ def test_a_refused_command_raises_the_sdk_error_with_execds_message(execd_with) 
         handler.wfile.write(body.encode())
 
     execd = execd_with(script)
-    with pytest.raises(SandboxApiException) as raised:
+    with pytest.raises(ErrorAnswer) as raised:
         run(execd)
-    assert raised.value.status_code == 400
+    assert raised.value.status_code == 400 and raised.value.code == "INVALID_REQUEST_BODY"
     assert "working directory does not exist" in str(raised.value)
 
 
@@ -469,9 +471,9 @@ def test_a_stream_that_ends_without_a_terminal_event_is_not_abandoned(execd_with
     assert streamed.parser.stdout.text() == "last words\n"
 
 
-def test_a_chunked_stream_is_read_from_the_socket_with_the_pinned_httpx(execd_with) -> None:
-    # The fast path reaches into httpcore; a version that moves what it reaches for would
-    # quietly fall back to the slow one. This pins that the versions we pin do take it.
+def test_a_command_stream_is_read_from_the_socket_of_its_own_connection(execd_with) -> None:
+    # Read through httpx it would be correct but several times slower: this pins that the
+    # transport a sandbox has takes the fast path.
     def script(handler: BaseHTTPRequestHandler) -> None:
         event_stream(handler)
         send(handler, complete())
@@ -479,14 +481,16 @@ def test_a_chunked_stream_is_read_from_the_socket_with_the_pinned_httpx(execd_wi
 
     execd = execd_with(script)
     http = SandboxHttp(LoopbackSandbox(execd.port))
-    with http.stream("POST", _execd.EXECD_PORT, "/command", "Run command", json={}) as response:
-        assert _http._socket_stream(response) is not None
+    with http.stream(
+        "POST", _execd.EXECD_PORT, "/command", "Run command", json={}, own_connection=True
+    ) as response:
+        assert response.extensions.get(SOCKET_BODY) is not None
         assert b"".join(_http.iter_body(response, NO_HANG)) == complete()
 
 
 def test_bytes_read_along_with_the_headers_are_not_lost(execd_with) -> None:
     # execd commits its headers with the first event, so the read that brings the headers
-    # usually brings events too; those are already inside httpcore, not on the socket.
+    # usually brings events too; those are already inside h11, not on the socket.
     body = frame("init", COMMAND_ID) + frame("stdout", "first") + complete()
 
     def script(handler: BaseHTTPRequestHandler) -> None:
@@ -503,7 +507,7 @@ def test_bytes_read_along_with_the_headers_are_not_lost(execd_with) -> None:
     assert streamed.ending is not None and streamed.ending.exit_code == 0
 
 
-def test_a_transport_that_is_not_httpcores_is_read_through_httpx() -> None:
+def test_a_stream_through_a_transport_of_another_kind_is_read_through_httpx() -> None:
     body = frame("stdout", "via httpx") + complete()
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -518,7 +522,7 @@ def test_a_transport_that_is_not_httpcores_is_read_through_httpx() -> None:
         httpx.Client(transport=httpx.MockTransport(answer)) as client,
         client.stream("POST", "http://execd/command") as response,
     ):
-        assert _http._socket_stream(response) is None
+        assert response.extensions.get(SOCKET_BODY) is None
         assert b"".join(_http.iter_body(response, NO_HANG)) == body
 
 
@@ -530,9 +534,11 @@ def test_a_stream_cut_off_inside_a_chunk_is_a_protocol_error(execd_with) -> None
         handler.close_connection = True
 
     execd = execd_with(script)
+    http = SandboxHttp(LoopbackSandbox(execd.port))
     with (
-        httpx.Client() as client,
-        client.stream("POST", f"http://127.0.0.1:{execd.port}/command", json={}) as response,
+        http.stream(
+            "POST", _execd.EXECD_PORT, "/command", "Run command", json={}, own_connection=True
+        ) as response,
         pytest.raises(httpx.RemoteProtocolError, match="incomplete chunked read"),
     ):
         for _ in _http.iter_body(response, NO_HANG):

@@ -36,7 +36,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 from opensandbox_provider import _metrics
 from opensandbox_provider._clients import read_at_most
 from opensandbox_provider._errors import (
-    api_exceptions,
+    ErrorAnswer,
     quoted,
     status_of,
     to_sandbox_error,
@@ -237,7 +237,7 @@ def _status_without_token(http: SandboxHttp, give_up_at: float) -> int:
             ) as response,
         ):
             return response.status_code
-    except api_exceptions() as e:
+    except ErrorAnswer as e:
         status = status_of(e)
         # A 5xx is the proxy's moment of reconnecting, as for the read with the token.
         if status is None or status >= 500:

@@ -4,12 +4,9 @@ Deadlines a sandbox cannot stretch: every socket read and write of a call checks
 httpx bounds each read on its own, so a daemon that sends one byte every few seconds, in its
 headers, in a chunk-size line or in a body, keeps a request alive for as long as it likes. So
 the connections of the transports this provider builds check the deadline of the call the
-thread is making, if any, before every read and write, and never wait past it. A call sets
-its deadline with :func:`bounded_by`.
-
-The pool's network backend is private to httpcore, so it is replaced defensively: a transport
-of another shape is left as it is, and its calls are bounded only where this backend reads
-the body itself. A unit test pins that the versions this provider pins are bounded.
+thread is making, if any, before every read and write, and never wait past it: they are
+opened by :class:`DeadlineBackend`, which the transport of every connection config is built on
+(see :mod:`.._transport`). A call sets its deadline with :func:`bounded_by`.
 """
 
 from __future__ import annotations
@@ -118,7 +115,7 @@ class _DeadlineStream(httpcore.NetworkStream):
         return self._stream.get_extra_info(info)
 
 
-class _DeadlineBackend(httpcore.NetworkBackend):
+class DeadlineBackend(httpcore.NetworkBackend):
     """Opens connections whose streams keep to the current call's deadline."""
 
     def __init__(self, backend: httpcore.NetworkBackend) -> None:
@@ -144,25 +141,3 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 
     def sleep(self, seconds: float) -> None:
         self._backend.sleep(seconds)
-
-
-def keep_deadlines(transport: httpx.BaseTransport) -> bool:
-    """
-    Make the connections ``transport`` opens from now on keep to each call's deadline.
-
-    ``transport`` is the SDK's stack, a deadline-aware wrapper around httpx's pooled
-    transport, possibly inside its retry wrapper; ``False`` when it is of another shape.
-    """
-    from opensandbox.transport import unwrap_retry_transport
-
-    pooled: Any = getattr(unwrap_retry_transport(transport), "_inner", None)
-    pool = getattr(pooled, "_pool", None)
-    backend = getattr(pool, "_network_backend", None)
-    if isinstance(backend, _DeadlineBackend):
-        return True
-    if not isinstance(pool, httpcore.ConnectionPool) or not isinstance(
-        backend, httpcore.NetworkBackend
-    ):
-        return False
-    pool._network_backend = _DeadlineBackend(backend)
-    return True

@@ -7,9 +7,9 @@ the backend's to decide. Every call is made here rather than through the SDK, wh
 any answer whole and inflated as its ``Content-Encoding`` says (an answer the guest may write),
 logs a traceback for every missing path, and holds a command's stream open past its end.
 
-One call is the exception to "our errors": :meth:`Execd.run` raises the SDK's exception for
-an error answer and lets transport errors through, since a broken stream may be the sandbox
-ending under the command, which only the server can tell.
+One call is the exception to "our errors": :meth:`Execd.run` raises
+:class:`~.._errors.ErrorAnswer` for an error answer and lets transport errors through, since a
+broken stream may be the sandbox ending under the command, which only the server can tell.
 """
 
 from __future__ import annotations
@@ -301,6 +301,7 @@ class Execd:
                         headers=_EVENT_STREAM_HEADERS,
                         timeout=waited,
                         expect=200,
+                        own_connection=True,
                     )
                 )
         except httpx.TimeoutException as e:
@@ -504,10 +505,11 @@ class Execd:
                 "Download file",
                 params={"path": path},
                 headers={"Range": f"bytes=0-{max_bytes}"},
+                own_connection=True,
             ) as response:
                 try:
-                    # As httpcore reads them, at most 64 KiB each: re-cutting them to a fixed
-                    # size would copy every byte once more for no bound that is not already there.
+                    # As each socket read brings them: re-cutting them to a fixed size would
+                    # copy every byte once more for no bound that is not already there.
                     yield from iter_raw(response)
                 except (httpx.RemoteProtocolError, httpx.ReadTimeout) as e:
                     raise CutShort(path) from e

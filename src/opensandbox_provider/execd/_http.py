@@ -2,8 +2,8 @@
 HTTP to a sandbox's own services, execd and the egress sidecar, over the SDK's transport.
 
 The SDK resolves where each service is and which headers reach it (the server proxy's API
-key, the sidecar's token), and owns the connection pool; the requests made here are the
-few the SDK makes in a way this backend cannot use (see the callers). They bypass the
+key, the sidecar's token), and holds the connection config's transport; the requests made here
+are the few the SDK makes in a way this backend cannot use (see the callers). They bypass the
 SDK's retry wrapper, as the SDK's own event-stream client does: a command must never be
 sent twice, and a readiness ping is retried on this backend's schedule, not with a backoff.
 """
@@ -12,26 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
-import h11
-import httpcore
 import httpx
 
 from opensandbox_provider._clients import NO_COMPRESSION, first_bytes, iter_raw, sandbox_client
-from opensandbox_provider._errors import api_exception
-from opensandbox_provider._reaches import warn_moved
+from opensandbox_provider._errors import ErrorAnswer
+from opensandbox_provider._exchange import SOCKET_BODY
+from opensandbox_provider._transport import OWN_CONNECTION
 from opensandbox_provider.execd import _deadline
-from opensandbox_provider.execd._chunked import ChunkedDecoder
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
 
 # An error answer is a short JSON message; more than this of one is not worth holding.
 MAX_ERROR_BODY = 64 * 1024
-# How much one read of a streamed body asks the socket for: a read's worth of events is
-# parsed in one go, and this bounds what one read can add to memory.
-BODY_READ_SIZE = 256 * 1024
 
 
 class Options(TypedDict, total=False):
@@ -46,13 +41,16 @@ class Options(TypedDict, total=False):
     # A multipart form, as httpx's ``files``: the upload's metadata and file parts.
     files: list[tuple[str, tuple[str, bytes | str, str]]]
     timeout: float | httpx.Timeout
+    # Send on a connection of its own, the body read from its socket in bulk (see
+    # ``_exchange``): for a body that is large or long, a command's stream or a download.
+    own_connection: bool
 
 
 class SandboxHttp:
     """
     Requests to one sandbox's services, sharing the sandbox's SDK transport.
 
-    Like httpx's own client, :meth:`request` and :meth:`stream` both go down one path,
+    Like httpx's own client, :meth:`status` and :meth:`stream` both go down one path,
     :meth:`_send`, which resolves the service's endpoint and headers for every request.
     """
 
@@ -92,7 +90,7 @@ class SandboxHttp:
         **options: Unpack[Options],
     ) -> Iterator[httpx.Response]:
         """
-        The answer with its body unread; an error answer raises the SDK's exception for it.
+        The answer with its body unread; an error answer raises :class:`ErrorAnswer`.
 
         An error answer is one of 300 or above, or, given ``expect``, any other status.
         Leaving the block before the body has ended closes the connection instead of
@@ -123,6 +121,7 @@ class SandboxHttp:
             json=options.get("json"),
             files=options.get("files"),
             timeout=self.request_timeout if timeout is None else timeout,
+            extensions={OWN_CONNECTION: True} if options.get("own_connection") else None,
         )
         return self._client.send(request, stream=stream)
 
@@ -140,99 +139,46 @@ def iter_body(
     still_alive: Callable[[], bool] | None = None,
 ) -> Iterator[bytes]:
     """
-    The body as it arrives, in pieces of up to :data:`BODY_READ_SIZE` bytes.
+    The body as it arrives, each piece what one read brought.
 
-    A chunked answer on httpcore's HTTP/1.1 connection, which is what the SDK's transport
-    makes unless a user plugged in another, is read from the connection's socket and decoded
-    in bulk (see :mod:`._chunked`); any other answer is read through httpx. Raises httpx's
-    exceptions either way: :class:`httpx.ReadTimeout` after ``read_timeout`` seconds with
-    nothing read, :class:`httpx.RemoteProtocolError` for a body that ends early. On the
-    socket path, ``still_alive`` is asked after each such silence first, and reading goes on
-    while it says yes: a socket read that timed out leaves the connection as it was. Every
-    read, whatever it brings, ends by the current call's deadline (see :mod:`._deadline`).
+    An answer on a connection of its own (see :mod:`.._exchange`), which is what a command's
+    stream is sent on over the transport every connection config builds, is read from its
+    socket in bulk; any other answer, through a transport a user plugged in, is read through
+    httpx. Raises httpx's exceptions either way: :class:`httpx.ReadTimeout` after
+    ``read_timeout`` seconds with nothing read, :class:`httpx.RemoteProtocolError` for a body
+    that ends early. On a connection of its own, ``still_alive`` is asked after each such
+    silence first, and reading goes on while it says yes: a read that timed out leaves the
+    body as it was. Every read, whatever it brings, ends by the current call's deadline (see
+    :mod:`._deadline`).
     """
-    socket_stream = _socket_stream(response)
-    if socket_stream is None:
+    body = response.extensions.get(SOCKET_BODY)
+    if body is None:
         yield from iter_raw(response)
         return
-    already_read, network_stream = socket_stream
-    decoder = ChunkedDecoder()
-    while not decoder.done:
+    while True:
         try:
-            data = already_read or _read_socket(
-                network_stream, _deadline.read_timeout(read_timeout)
-            )
+            piece = body.read(_deadline.read_timeout(read_timeout))
         except httpx.ReadTimeout:
             if still_alive is not None and still_alive():
                 continue
             raise
-        already_read = b""
-        if not data:
-            raise httpx.RemoteProtocolError(
-                "peer closed connection without sending complete message body: "
-                "incomplete chunked read"
-            )
-        body = decoder.feed(data)
-        if body:
-            yield body
+        if not piece:
+            return
+        yield piece
 
 
-def _socket_stream(response: httpx.Response) -> tuple[bytes, httpcore.NetworkStream] | None:
-    """
-    What httpcore read past the headers, and the connection's stream, or ``None``.
-
-    httpcore hands out the stream (its documented ``network_stream`` extension), but the
-    bytes its HTTP/1.1 parser read past the headers are reachable only through private
-    attributes. Those are looked up defensively: any other transport gets ``None`` and the body
-    is read through httpx, only slower, and an httpcore whose connection moved them says so
-    once (see :mod:`.._reaches`). A test pins that the versions this provider pins take the
-    fast path. The connection is never reused after this: httpcore sees an unfinished body
-    when the response closes, and closes it.
-    """
-    if response.headers.get("transfer-encoding", "").lower() != "chunked":
-        return None
-    network_stream = response.extensions.get("network_stream")
-    if network_stream is None:
-        # Not httpcore's connection: a transport of another kind, with no socket to read.
-        return None
-    stream: Any = response.stream
-    try:
-        connection = stream._stream._httpcore_stream._stream._connection
-        parser = connection._h11_state
-        if connection._network_stream is not network_stream or not isinstance(
-            parser, h11.Connection
-        ):
-            raise AttributeError("the connection's stream or parser is of another shape")
-        already_read, _closed = parser.trailing_data
-    except AttributeError:
-        warn_moved(
-            "httpcore",
-            "the HTTP/1.1 connection and parser state behind httpx's response stream",
-            "Command streams are read through httpx instead of from the socket, correctly "
-            "but several times slower.",
-        )
-        return None
-    return bytes(already_read), network_stream
-
-
-def _read_socket(network_stream: httpcore.NetworkStream, read_timeout: float) -> bytes:
-    try:
-        return network_stream.read(BODY_READ_SIZE, timeout=read_timeout)
-    except httpcore.TimeoutException as error:
-        raise httpx.ReadTimeout(str(error)) from error
-    except httpcore.NetworkError as error:
-        raise httpx.ReadError(str(error)) from error
-
-
-def api_error(response: httpx.Response, operation: str) -> Exception:
-    """The SDK's exception for an error answer, read no further than :data:`MAX_ERROR_BODY`."""
-    body = first_bytes(response, MAX_ERROR_BODY)
+def api_error(response: httpx.Response, operation: str) -> ErrorAnswer:
+    """``response`` as the error answer it is, read no further than :data:`MAX_ERROR_BODY`."""
+    # Its length is what was read, so of the headers only those that describe it are kept.
     kept = {
         name: value
         for name, value in response.headers.items()
         if name.lower() in ("content-type", "x-request-id")
     }
     bounded = httpx.Response(
-        response.status_code, headers=kept, content=bytes(body[:MAX_ERROR_BODY])
+        response.status_code,
+        headers=kept,
+        content=first_bytes(response, MAX_ERROR_BODY)[:MAX_ERROR_BODY],
+        request=response.request,
     )
-    return api_exception(bounded, operation)
+    return ErrorAnswer(bounded, operation)

@@ -442,7 +442,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         record, timeout_ms = self._command_slot(sandbox, timeout)
         applied = timeout_ms / 1000
         started = time.monotonic()
-        # What Execd.run lets through: the SDK's exception for an error answer, and httpx's.
+        # What Execd.run lets through: an error answer and httpx's failures, and the SDK's from
+        # the endpoint lookup.
         let_through: tuple[type[Exception], ...] = (httpx.HTTPError, *sdk_exceptions())
         with as_sandbox_errors(f"run a command in sandbox {record.sdk.id}"):
             try:
