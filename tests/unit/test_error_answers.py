@@ -54,8 +54,7 @@ ANSWERS = {
         422,
         {"detail": "Not Found"},
         None,
-        "Could not read 'f': Get file info failed: HTTP 422: "
-        '{"detail": "Not Found"} [HTTP 422].',
+        'Could not read \'f\': Get file info failed: HTTP 422: {"detail": "Not Found"} [HTTP 422].',
         False,
     ),
     "plain text from a proxy": (

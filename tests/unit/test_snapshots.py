@@ -339,7 +339,10 @@ def test_a_sandbox_from_a_snapshot_is_created_from_it_and_not_from_the_image(
         raise Asked
 
     monkeypatch.setattr(SandboxSync, "create", staticmethod(create))
-    monkeypatch.setattr(OpenSandboxBackend, "_connection_config", lambda self: object())
+    from opensandbox_provider._connection_config import ConnectionConfig
+
+    config = ConnectionConfig(domain="127.0.0.1:1")
+    monkeypatch.setattr(OpenSandboxBackend, "_connection_config", lambda self: config)
 
     with pytest.raises(Asked):
         OpenSandboxBackend(snapshot="snap-1").create(spec=SandboxSpec())
