@@ -72,9 +72,13 @@ def test_a_server_pool_at_its_pool_max_fails_the_create_saying_so(backend_on, pl
         pool = ServerPool(name)
         backend = backend_on(plain_server, warm_pool=pool)
         held = backend.create(spec=OPEN)
+        holding = batchsandboxes()
         try:
             with pytest.raises(SandboxTerminalError) as raised:
                 backend.create(spec=OPEN)
+            # The server deletes the sandbox it could not bind; the Pool's controller must
+            # still run to release it, or its finalizer keeps it forever.
+            pools.wait_for(lambda: batchsandboxes() <= holding, "the unbound sandbox to go")
         finally:
             backend.destroy(held)
     message = str(raised.value)
