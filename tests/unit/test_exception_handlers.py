@@ -24,6 +24,10 @@ ALLOWED = {
     # renewal thread that died on an unforeseen error would let the sandbox expire under a
     # task that still runs.
     ("sandbox/_lease.py", "_keep"),
+    # An executor's try, on a thread of the scheduler's own: no task timeout is armed there,
+    # and a try whose thread died on an unforeseen error would stay running in the scheduler
+    # forever; the error becomes the try's failure, logged and reported once.
+    ("executors/_try.py", "_to_the_end"),
     # The trigger's, which run as coroutines in the triggerer: no task timeout is armed there
     # and KeyboardInterrupt is not an Exception; cancellation (a BaseException) passes through.
     # The poll's rule is the trigger's promise: any failure is tolerated up to its grace, then

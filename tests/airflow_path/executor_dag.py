@@ -1,0 +1,81 @@
+"""Dags for test_executor.py: tasks on the OpenSandboxExecutor, mapped ones among them, beside
+one on LocalExecutor; and a task that waits, for its log to be read and its sandbox killed.
+
+The file is uploaded into each try's sandbox, whose image holds Airflow and the Task SDK but not
+this provider: it imports nothing of ours."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from datetime import UTC, datetime
+
+from airflow.sdk import dag, task
+
+DAG_ID = "opensandbox_executor"
+WAITING_DAG_ID = "opensandbox_executor_waiting"
+EXECUTOR = "OpenSandboxExecutor"
+PASSED = "executor check passed"
+WAITING_LINE = "waiting in the sandbox for the test"
+# Long enough for the test to read the log while it runs and kill the sandbox under it.
+WAIT_SECONDS = 300
+
+log = logging.getLogger(DAG_ID)
+
+
+@dag(
+    DAG_ID,
+    schedule=None,
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    default_args={"executor": EXECUTOR},
+)
+def opensandbox_executor():
+    @task
+    def numbers() -> list[int]:
+        return [1, 2, 3]
+
+    @task(executor_config={"opensandbox": {"env": {"SQUARE_NOTE": "from executor_config"}}})
+    def square(n: int) -> int:
+        log.info("square(%d) on %s: %s", n, socket.gethostname(), os.environ["SQUARE_NOTE"])
+        return n * n
+
+    @task
+    def total(values: list[int]) -> int:
+        assert sorted(values) == [1, 4, 9], values
+        # The sandbox's egress allows the execution API's host alone: another name of the
+        # stack's resolver is not even looked up.
+        try:
+            socket.getaddrinfo("other.test", 80)
+        except OSError as e:
+            log.info("other.test is not reachable from the sandbox: %s", e)
+        else:
+            raise AssertionError("The sandbox resolved other.test, which its egress denies.")
+        log.info(PASSED)
+        return sum(values)
+
+    @task(executor="LocalExecutor")
+    def beside(value: int) -> str:
+        return f"{value} on LocalExecutor"
+
+    beside(total(square.expand(n=numbers())))
+
+
+@dag(
+    WAITING_DAG_ID,
+    schedule=None,
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    default_args={"executor": EXECUTOR, "retries": 0},
+)
+def opensandbox_executor_waiting():
+    @task
+    def wait() -> None:
+        log.info(WAITING_LINE)
+        time.sleep(WAIT_SECONDS)
+
+    wait()
+
+
+opensandbox_executor()
+opensandbox_executor_waiting()

@@ -1,0 +1,128 @@
+"""The OpenSandboxExecutor in a real Airflow 3, on the stack's dns+nft server (its sandboxes'
+egress denies all but the execution API, proven at the address layer): a Dag of tasks on it,
+mapped ones among them and one on LocalExecutor beside them, succeeds and leaves no sandbox; a
+running try's log is read through the api-server's log endpoint, from its sandbox; and a try
+whose sandbox is killed from outside fails, saying so, in the log the endpoint serves after."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dev.airflow_stack import components
+from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
+from dev.airflow_stack.running import RunningAirflow, running_airflow, trigger
+from dev.stack import images, task_sdk_image
+from dev.stack.engine import BRIDGE_IP
+from dev.stack.resolver import ALLOWED_NAME
+from dev.stack.state import ServerInfo
+from opensandbox_provider._identity import identity_metadata
+from tests.airflow_path import executor_dag
+
+DAG_FILE = Path(executor_dag.__file__)
+RUN_TIMEOUT = 300.0
+# A try's sandbox starts, then the Task SDK in it imports Airflow and reports to the API server.
+RUNNING_TIMEOUT = 120.0
+LOG_TIMEOUT = 60.0
+
+
+@pytest.fixture(scope="module")
+def airflow(dns_nft_server: ServerInfo) -> Iterator[RunningAirflow]:
+    """
+    An Airflow whose api-server listens on the Docker bridge, where the sandboxes reach its
+    execution API by the stack resolver's allowed name, with the executor beside LocalExecutor.
+    """
+    assert images.image_id(task_sdk_image.TAG) is not None, (
+        f"The stack has no {task_sdk_image.TAG}; run `make stack-up`, which builds it."
+    )
+    home = AIRFLOW_DIR / "executor"
+    components.stop(home)  # left running by an interrupted earlier session
+    shutil.rmtree(home, ignore_errors=True)
+    site = AirflowSite.prepare(home, extra_dags=[DAG_FILE])
+    settings = {
+        "AIRFLOW__CORE__EXECUTOR": (
+            "LocalExecutor,opensandbox_provider.executors.OpenSandboxExecutor"
+        ),
+        "AIRFLOW__OPENSANDBOX_EXECUTOR__IMAGE": task_sdk_image.TAG,
+        "AIRFLOW__OPENSANDBOX_EXECUTOR__EXECUTION_API_SERVER_URL": (
+            f"http://{ALLOWED_NAME}:{site.port}/execution/"
+        ),
+    }
+    with running_airflow(replace(site, host=BRIDGE_IP, settings=settings)) as running:
+        yield running
+
+
+def _sandboxes_of(server: ServerInfo, dag_id: str, run_id: str) -> list[str]:
+    """The running sandboxes whose identity names the run."""
+    from opensandbox import SandboxManagerSync
+    from opensandbox.models.sandboxes import SandboxFilter
+
+    labels = identity_metadata({"dag_id": dag_id, "run_id": run_id})
+    manager = SandboxManagerSync.create(server.connection_config())
+    try:
+        found = manager.list_sandbox_infos(SandboxFilter(metadata=labels, states=["Running"]))
+        return [info.id for info in found.sandbox_infos]
+    finally:
+        manager.close()
+
+
+def _await_log_line(
+    airflow: RunningAirflow, dag_id: str, run_id: str, task_id: str, line: str
+) -> str:
+    """The task's log through the api-server's log endpoint, once it holds ``line``."""
+    deadline = time.monotonic() + LOG_TIMEOUT
+    while line not in (log := json.dumps(airflow.api.task_log(dag_id, run_id, task_id))):
+        assert time.monotonic() < deadline, log
+        time.sleep(1)
+    return log
+
+
+def test_a_dag_on_the_executor_succeeds_with_mapped_tasks_and_leaves_no_sandbox(
+    airflow: RunningAirflow, dns_nft_server: ServerInfo
+) -> None:
+    api = airflow.api
+    dag_id = executor_dag.DAG_ID
+    run_id = trigger(airflow, dns_nft_server, dag_id)
+    state = api.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT)
+    assert state == "success", json.dumps(api.task_log(dag_id, run_id, "total"))
+    # The Task SDK reports the try's end before its process exits; the log is copied out after.
+    _await_log_line(airflow, dag_id, run_id, "total", executor_dag.PASSED)
+    tis = api.task_instance_list(dag_id, run_id)
+    squares = [ti for ti in tis if ti["task_id"] == "square"]
+    assert sorted(ti["map_index"] for ti in squares) == [0, 1, 2]
+    executors = {ti["task_id"]: ti["executor"] for ti in tis}
+    assert executors["beside"] == "LocalExecutor"
+    assert executors["total"] == executor_dag.EXECUTOR
+    deadline = time.monotonic() + LOG_TIMEOUT
+    while left := _sandboxes_of(dns_nft_server, dag_id, run_id):
+        assert time.monotonic() < deadline, f"Sandboxes left after the run: {left}"
+        time.sleep(1)
+
+
+def test_a_running_tries_log_comes_from_its_sandbox_and_a_sandbox_killed_from_outside_fails_it(
+    airflow: RunningAirflow, dns_nft_server: ServerInfo
+) -> None:
+    api = airflow.api
+    dag_id = executor_dag.WAITING_DAG_ID
+    run_id = trigger(airflow, dns_nft_server, dag_id)
+    api.wait_for_task_state(dag_id, run_id, "wait", "running", timeout=RUNNING_TIMEOUT)
+    live = _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
+    (sandbox,) = _sandboxes_of(dns_nft_server, dag_id, run_id)
+    assert f"From sandbox {sandbox}, where the try runs." in live
+    from opensandbox import SandboxManagerSync
+
+    manager = SandboxManagerSync.create(dns_nft_server.connection_config())
+    try:
+        manager.kill_sandbox(sandbox)
+    finally:
+        manager.close()
+    assert api.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT) == "failed"
+    said = f"Sandbox {sandbox} ended before the Task SDK in it said how the try went"
+    _await_log_line(airflow, dag_id, run_id, "wait", said)
+    assert api.task_instances(dag_id, run_id)["wait"]["state"] == "failed"
