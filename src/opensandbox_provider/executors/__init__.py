@@ -7,15 +7,16 @@ Airflow 2 importing it fails with a sentence saying so rather than with a missin
 
 from __future__ import annotations
 
-try:
-    from airflow.executors import workloads as _workloads  # noqa: F401
-except ImportError:
-    raise ImportError(
-        "The OpenSandboxExecutor is an Airflow 3 executor: it runs each try with Airflow 3's "
-        "Task SDK, which this Airflow does not have. Upgrade to Airflow 3, or run tasks with "
-        "another executor and their commands with OpenSandboxOperator or @task.opensandbox."
-    ) from None
+import airflow
 
-from opensandbox_provider.executors.opensandbox import OpenSandboxExecutor
+if int(airflow.__version__.split(".")[0]) < 3:
+    raise ImportError(
+        f"The OpenSandboxExecutor is an Airflow 3 executor, and this is Airflow "
+        f"{airflow.__version__}: it runs each try with Airflow 3's Task SDK, which Airflow 2 "
+        "does not have. Upgrade to Airflow 3, or keep another executor and run commands in "
+        "sandboxes with OpenSandboxOperator or @task.opensandbox."
+    )
+
+from opensandbox_provider.executors.opensandbox import OpenSandboxExecutor  # noqa: E402
 
 __all__ = ["OpenSandboxExecutor"]

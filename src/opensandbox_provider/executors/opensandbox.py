@@ -126,11 +126,10 @@ class OpenSandboxExecutor(BaseExecutor):
         self.running.discard(ti.key)
         with self._lock:
             sandbox_try = self._tries.pop(ti.key, None)
+        # A try this scheduler neither started nor adopted has no sandbox it holds: one left by
+        # an earlier scheduler ends with its lease.
         if sandbox_try is not None:
             sandbox_try.revoke()
-            return
-        for found in self._sandboxes_of(ti):
-            OpenSandboxHook(self.settings.conn_id).kill_sandbox(found.id)
 
     def try_adopt_task_instances(self, tis: Sequence[TaskInstance]) -> Sequence[TaskInstance]:
         """Take over each try whose sandbox still runs, found by the try's identity."""
