@@ -1,5 +1,6 @@
 """Dags for test_executor.py: tasks on the OpenSandboxExecutor, mapped ones among them, beside
-one on LocalExecutor; and a task that waits, for its log to be read and its sandbox killed.
+one on LocalExecutor; a task that waits, for its log to be read and its sandbox killed or the
+task marked failed; and one that outlives the scheduler that started it.
 
 The file is uploaded into each try's sandbox, whose image holds Airflow and the Task SDK but not
 this provider: it imports nothing of ours."""
@@ -21,6 +22,10 @@ PASSED = "executor check passed"
 WAITING_LINE = "waiting in the sandbox for the test"
 # Long enough for the test to read the log while it runs and kill the sandbox under it.
 WAIT_SECONDS = 300
+ADOPTED_DAG_ID = "opensandbox_executor_adopted"
+ADOPTED_LINE = "the try outlived its first scheduler"
+# Long enough for a scheduler to be killed, restarted and to adopt the try while it runs.
+ADOPTED_SECONDS = 45
 
 log = logging.getLogger(DAG_ID)
 
@@ -77,5 +82,22 @@ def opensandbox_executor_waiting():
     wait()
 
 
+@dag(
+    ADOPTED_DAG_ID,
+    schedule=None,
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    default_args={"executor": EXECUTOR, "retries": 0},
+)
+def opensandbox_executor_adopted():
+    @task
+    def outlive_the_scheduler() -> None:
+        log.info(WAITING_LINE)
+        time.sleep(ADOPTED_SECONDS)
+        log.info(ADOPTED_LINE)
+
+    outlive_the_scheduler()
+
+
 opensandbox_executor()
 opensandbox_executor_waiting()
+opensandbox_executor_adopted()

@@ -2,12 +2,16 @@
 egress denies all but the execution API, proven at the address layer): a Dag of tasks on it,
 mapped ones among them and one on LocalExecutor beside them, succeeds and leaves no sandbox; a
 running try's log is read through the api-server's log endpoint, from its sandbox; and a try
-whose sandbox is killed from outside fails, saying so, in the log the endpoint serves after."""
+whose sandbox is killed from outside fails, saying so, in the log the endpoint serves after; a
+task marked failed loses its sandbox within 10 s; and a scheduler SIGKILLed mid-try is
+restarted and adopts the try, found by its identity, which ends once."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -30,6 +34,8 @@ RUN_TIMEOUT = 300.0
 # A try's sandbox starts, then the Task SDK in it imports Airflow and reports to the API server.
 RUNNING_TIMEOUT = 120.0
 LOG_TIMEOUT = 60.0
+# The issue's bound: a task marked failed in the UI has no sandbox this soon after.
+MARKED_FAILED_BOUND = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +56,11 @@ def airflow(dns_nft_server: ServerInfo) -> Iterator[RunningAirflow]:
             "LocalExecutor,opensandbox_provider.executors.OpenSandboxExecutor"
         ),
         "AIRFLOW__OPENSANDBOX_EXECUTOR__IMAGE": task_sdk_image.TAG,
+        # A killed scheduler's tries are up for adoption this soon after its last heartbeat,
+        # which a live one sends often enough to stay healthy on a loaded machine.
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "10",
+        "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "5",
         "AIRFLOW__OPENSANDBOX_EXECUTOR__EXECUTION_API_SERVER_URL": (
             f"http://{ALLOWED_NAME}:{site.port}/execution/"
         ),
@@ -126,3 +137,45 @@ def test_a_running_tries_log_comes_from_its_sandbox_and_a_sandbox_killed_from_ou
     said = f"Sandbox {sandbox} ended before the Task SDK in it said how the try went"
     _await_log_line(airflow, dag_id, run_id, "wait", said)
     assert api.task_instances(dag_id, run_id)["wait"]["state"] == "failed"
+
+
+def test_a_task_marked_failed_has_its_sandbox_gone_within_ten_seconds(
+    airflow: RunningAirflow, dns_nft_server: ServerInfo
+) -> None:
+    api = airflow.api
+    dag_id = executor_dag.WAITING_DAG_ID
+    run_id = trigger(airflow, dns_nft_server, dag_id)
+    api.wait_for_task_state(dag_id, run_id, "wait", "running", timeout=RUNNING_TIMEOUT)
+    _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
+    (sandbox,) = _sandboxes_of(dns_nft_server, dag_id, run_id)
+    api.set_task_state(dag_id, run_id, "wait", "failed")
+    marked = time.monotonic()
+    while dns_nft_server.has_sandbox(sandbox):
+        assert time.monotonic() - marked < MARKED_FAILED_BOUND, "the sandbox outlived the task"
+        time.sleep(0.2)
+    # Its log, up to the end the Task SDK was told of, is kept.
+    _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
+
+
+def test_a_scheduler_killed_mid_try_is_restarted_and_adopts_the_try_which_ends_once(
+    airflow: RunningAirflow, dns_nft_server: ServerInfo
+) -> None:
+    api = airflow.api
+    dag_id, task_id = executor_dag.ADOPTED_DAG_ID, "outlive_the_scheduler"
+    run_id = trigger(airflow, dns_nft_server, dag_id)
+    api.wait_for_task_state(dag_id, run_id, task_id, "running", timeout=RUNNING_TIMEOUT)
+    (sandbox,) = _sandboxes_of(dns_nft_server, dag_id, run_id)
+    home = airflow.site.home
+    scheduler = components.pid(home, "scheduler")
+    assert scheduler is not None
+    os.killpg(scheduler, signal.SIGKILL)
+    components.start(airflow.site, ("scheduler",))
+    assert api.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT) == "success"
+    _await_log_line(airflow, dag_id, run_id, task_id, executor_dag.ADOPTED_LINE)
+    assert api.task_try_number(dag_id, run_id, task_id) == 1
+    said = components.log_file(home, "scheduler").read_text()
+    assert f"running in sandbox {sandbox}." in said, "the restarted scheduler did not adopt it"
+    deadline = time.monotonic() + LOG_TIMEOUT
+    while dns_nft_server.has_sandbox(sandbox):
+        assert time.monotonic() < deadline, "the adopted try's sandbox was left behind"
+        time.sleep(0.5)

@@ -153,6 +153,7 @@ def _workload_of(bundle_version: str | None) -> ExecuteTask:
 def test_the_sandbox_runs_the_uploaded_workload_with_the_task_sdks_own_entry_point() -> None:
     command = _workload.command()
     assert "python3 -m airflow.sdk.execution_time.execute_workload --json-path" in command
+    assert f">{_workload.OUTPUT_FILE} 2>&1" in command
     assert str(_workload.WORKLOAD_FILE) in command
     # The token travels in the file, never on the command line the backend logs.
     workload = _workload_of("v7")

@@ -35,12 +35,17 @@ def read_live(backend: OpenSandboxBackend, sandbox: str, log_path: str) -> str:
 def copy_out(backend: OpenSandboxBackend, sandbox: str, log_path: str, target: Path) -> None:
     """The try's log, copied from its sandbox to ``target``, made whole or not at all."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".part")
-    with partial.open("wb") as dest:
-        backend.export_file(
-            sandbox, _workload.log_file_in_sandbox(log_path), dest, max_bytes=MAX_LOG_BYTES
-        )
-    partial.replace(target)
+    # Named so that the log reader, which reads every file starting with the log's name,
+    # never reads a copy cut short.
+    partial = target.with_name(f".{target.name}.part")
+    try:
+        with partial.open("wb") as dest:
+            backend.export_file(
+                sandbox, _workload.log_file_in_sandbox(log_path), dest, max_bytes=MAX_LOG_BYTES
+            )
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def append_note(target: Path, note: str) -> None:

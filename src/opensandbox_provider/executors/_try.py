@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from airflow.providers.common.ai.sandbox.base import (
@@ -30,6 +30,7 @@ from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from airflow.executors.workloads import ExecuteTask
     from airflow.models.taskinstancekey import TaskInstanceKey
@@ -38,14 +39,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The Task SDK writes the try's whole log to the file the executor copies out, so the command's
-# own output (the same lines, for a container's log) is kept only this far, for a failure's
-# message.
+# The command's output goes to a file in the sandbox (see _workload.command); its stream
+# carries nothing but the shell's own errors.
 OUTPUT_KEPT = 16 * 1024
 # A failure's message quotes the end of the process's output this far.
 QUOTED_OUTPUT = 2000
-# How often an adopted try's end is looked for: one small file read per try.
-EXIT_STATUS_POLL_INTERVAL = 2.0
+# How often a try's end is looked for when its command's stream cannot say it (an adopted try,
+# or a stream that ended without an exit status): one small file read per try.
+EXIT_STATUS_POLL_INTERVAL = 1.0
+# A stream that ended without an exit status means the sandbox is ending, or the process ended
+# as the stream broke; the server or the exit-status file says which within this long.
+SETTLE_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,15 @@ def identity_of(key: TaskInstanceKey) -> TaskInstanceIdentity:
     )
 
 
+def log_path_of(key: TaskInstanceKey) -> str:
+    """The try's log file under a log folder, as Airflow's log reader renders it."""
+    from airflow.utils.helpers import log_filename_template_renderer
+
+    # The template reads the task instance's ids and try number, which the key holds.
+    ti = SimpleNamespace(**key._asdict())
+    return log_filename_template_renderer()(ti=ti, try_number=key.try_number)
+
+
 def backend_for(settings: TrySettings) -> OpenSandboxBackend:
     return OpenSandboxBackend(
         settings.conn_id,
@@ -82,18 +95,30 @@ def backend_for(settings: TrySettings) -> OpenSandboxBackend:
 
 
 class SandboxTry:
-    """One try: ``run`` makes its sandbox, runs the workload there and destroys it after."""
+    """
+    One try: :meth:`run` makes its sandbox, runs the workload there and destroys it after;
+    :meth:`follow` takes over one a scheduler before this one started.
+    """
 
     def __init__(
-        self, workload: ExecuteTask, settings: TrySettings, *, local_log_folder: Path
+        self,
+        key: TaskInstanceKey,
+        settings: TrySettings,
+        *,
+        local_log_folder: Path,
+        workload: ExecuteTask | None = None,
     ) -> None:
-        self.workload = workload
-        self.key: TaskInstanceKey = workload.ti.key
+        self.key = key
         self.settings = settings
+        self.workload = workload
+        self.log_path = workload.log_path if workload is not None else log_path_of(key)
         self.local_log_folder = local_log_folder
         self.backend = backend_for(settings)
         self.sandbox: str | None = None
-        self._revoked = threading.Event()
+        self._ended_because: str | None = None
+        self._ending = threading.Event()
+        self._lock = threading.Lock()
+        self._destroyed = False
 
     def run(self) -> TryOutcome:
         """The whole try; never raises, so that every try ends in exactly one outcome."""
@@ -105,30 +130,41 @@ class SandboxTry:
         end read from the file its command leaves, since its stream went with that scheduler.
         """
         self.sandbox = sandbox
-        return self._to_the_end(self._await_exit_status)
+        self.backend.hold(sandbox)
+        return self._to_the_end(lambda: self._await_exit_status(self.settings.try_timeout))
+
+    def end(self, because: str) -> None:
+        """
+        End the try now, from another thread: its log is kept as far as it got, and its sandbox
+        destroyed under it; ``because`` is what its outcome says.
+        """
+        self._ended_because = because
+        self._keep_log()
+        self._ending.set()
+        self._destroy()
 
     def _to_the_end(self, body: Callable[[], TryOutcome]) -> TryOutcome:
         try:
-            return body()
+            outcome = body()
         except Exception as e:
             # Everything, on purpose: this runs on a thread of the executor's, and a try whose
             # thread died on an unforeseen error would stay running in the scheduler forever.
             log.exception("The try %s in an OpenSandbox sandbox failed.", self.key)
-            return self._failed(f"The try's sandbox failed: {type(e).__name__}: {e}")
+            outcome = self._failed(f"The try's sandbox failed: {type(e).__name__}: {e}")
         finally:
             self._destroy()
-
-    def revoke(self) -> None:
-        """End the try now, from another thread: its sandbox is destroyed under it."""
-        self._revoked.set()
-        self._destroy()
+        if self._ended_because is not None:
+            return TryOutcome(self.key, succeeded=False, info=self._ended_because)
+        return outcome
 
     def _run(self) -> TryOutcome:
+        workload = self.workload
+        assert workload is not None
         hosts, cidrs = self.settings.egress()
         env = {
             **self.settings.env,
             **_workload.environment(
-                self.workload.bundle_info.name,
+                workload.bundle_info.name,
                 self.settings.execution_api_server_url,
                 self.settings.executors,
             ),
@@ -138,15 +174,13 @@ class SandboxTry:
         )
         started = time.monotonic()
         self.sandbox = self.backend.create(spec=spec, identity=identity_of(self.key))
-        if self._revoked.is_set():
-            return self._failed("The try was revoked while its sandbox was being made.")
+        if self._ending.is_set():
+            return self._failed("The try was ended while its sandbox was being made.")
         self.backend.write_file(
-            self.sandbox,
-            _workload.dag_file_in_sandbox(self.workload),
-            _bundle.dag_file_source(self.workload),
+            self.sandbox, _workload.dag_file_in_sandbox(workload), _bundle.dag_file_source(workload)
         )
         self.backend.write_file(
-            self.sandbox, str(_workload.WORKLOAD_FILE), _workload.for_the_sandbox(self.workload)
+            self.sandbox, str(_workload.WORKLOAD_FILE), _workload.for_the_sandbox(workload)
         )
         log.info(
             "Try %s runs in sandbox %s, ready %.2fs after it was asked for.",
@@ -162,79 +196,92 @@ class SandboxTry:
                 max_output_bytes=OUTPUT_KEPT,
             )
         except SandboxTerminalError as e:
-            if self._revoked.is_set():
-                return self._failed("The try was revoked and its sandbox destroyed.")
-            return self._failed(
-                f"Sandbox {self.sandbox} ended before the Task SDK in it said how the try went: "
-                f"{e} The try is failed once, here; Airflow retries it if it has retries left."
-            )
-        self._keep_log()
-        if result.exit_code == 0 and not result.timed_out:
-            return TryOutcome(self.key, succeeded=True)
-        said = (result.stderr or result.stdout)[-QUOTED_OUTPUT:]
+            return self._sandbox_ended(e)
         if result.timed_out:
             limit = self.settings.try_timeout
-            why = f"The try ran past [opensandbox_executor] try_timeout ({limit:g}s)"
-        else:
-            why = f"The Task SDK's process exited with {result.exit_code}"
-        return self._failed(f"{why} in sandbox {self.sandbox}. It said: {said}")
+            return self._failed(
+                f"The try ran past [opensandbox_executor] try_timeout ({limit:g}s) in sandbox "
+                f"{self.sandbox}."
+            )
+        if result.exit_code == -1 and not self._ending.is_set():
+            # The stream ended without an exit status: the sandbox ending under it, or a break.
+            return self._await_exit_status(SETTLE_SECONDS)
+        return self._exited(result.exit_code)
 
-    def _await_exit_status(self) -> TryOutcome:
+    def _await_exit_status(self, within: float) -> TryOutcome:
+        """The try's end, from the exit-status file its command leaves, or its sandbox's end."""
         sandbox = self.sandbox
         assert sandbox is not None
-        self.backend.hold(sandbox)
-        deadline = time.monotonic() + self.settings.try_timeout
-        while not self._revoked.is_set() and time.monotonic() < deadline:
+        deadline = time.monotonic() + within
+        while not self._ending.is_set() and time.monotonic() < deadline:
             try:
                 said = self.backend.read_file(
                     sandbox, str(_workload.EXIT_STATUS_FILE), max_bytes=64
                 )
             except SandboxTerminalError as e:
-                return self._failed(
-                    f"Sandbox {sandbox} ended before the Task SDK in it said how the try went: "
-                    f"{e} The try is failed once, here; Airflow retries it if it has retries left."
-                )
+                return self._sandbox_ended(e)
             except SandboxError:
                 # Not written yet: the Task SDK's process still runs.
-                self._revoked.wait(EXIT_STATUS_POLL_INTERVAL)
+                self._ending.wait(EXIT_STATUS_POLL_INTERVAL)
                 continue
-            self._keep_log()
             status = said.decode(errors="replace").strip()
-            if status == "0":
-                return TryOutcome(self.key, succeeded=True)
-            return self._failed(
-                f"The Task SDK's process exited with {status} in sandbox {sandbox}."
-            )
-        if self._revoked.is_set():
-            return self._failed("The try was revoked and its sandbox destroyed.")
+            return self._exited(int(status) if status.lstrip("-").isdigit() else -1)
         return self._failed(
-            f"The try ran past [opensandbox_executor] try_timeout ({self.settings.try_timeout:g}s) "
-            f"in sandbox {sandbox}."
+            f"The try's end could not be read from sandbox {sandbox} within {within:g}s."
+        )
+
+    def _exited(self, status: int) -> TryOutcome:
+        self._keep_log()
+        if status == 0:
+            return TryOutcome(self.key, succeeded=True)
+        return self._failed(
+            f"The Task SDK's process exited with {status} in sandbox {self.sandbox}. It said: "
+            f"{self._output_tail()}"
+        )
+
+    def _output_tail(self) -> str:
+        """The end of what the process printed, for a failure's message."""
+        assert self.sandbox is not None
+        try:
+            output = self.backend.read_file(
+                self.sandbox, str(_workload.OUTPUT_FILE), max_bytes=_logs.MAX_LOG_BYTES
+            )
+        except SandboxError as e:
+            return f"(its output could not be read: {e})"
+        return output.decode("utf-8", "replace")[-QUOTED_OUTPUT:]
+
+    def _sandbox_ended(self, error: SandboxTerminalError) -> TryOutcome:
+        return self._failed(
+            f"Sandbox {self.sandbox} ended before the Task SDK in it said how the try went: "
+            f"{error} The try is failed once, here; Airflow retries it if it has retries left."
         )
 
     def _failed(self, info: str) -> TryOutcome:
-        log.warning("Try %s: %s", self.key, info)
-        self._keep_log(note=info)
+        if self._ended_because is None:
+            log.warning("Try %s: %s", self.key, info)
+            self._keep_log(note=info)
         return TryOutcome(self.key, succeeded=False, info=info)
 
     def _keep_log(self, note: str | None = None) -> None:
         """Copy the try's log out of the sandbox, while it lives, to where Airflow reads it."""
-        log_path = self.workload.log_path
-        if log_path is None:
+        if self.log_path is None:
             return
-        target = self.local_log_folder / log_path
+        target = self.local_log_folder / self.log_path
         if self.sandbox is not None and not target.exists():
             try:
-                _logs.copy_out(self.backend, self.sandbox, log_path, target)
+                _logs.copy_out(self.backend, self.sandbox, self.log_path, target)
             except SandboxError as e:
                 log.warning("Could not copy the log of try %s out of its sandbox: %s", self.key, e)
         if note is not None:
             _logs.append_note(target, note)
 
     def _destroy(self) -> None:
-        sandbox = self.sandbox
-        if sandbox is None:
-            return
+        with self._lock:
+            # Once: the try's own thread and one ending it may both get here.
+            sandbox = self.sandbox
+            if sandbox is None or self._destroyed:
+                return
+            self._destroyed = True
         try:
             self.backend.destroy(sandbox)
         except SandboxError:

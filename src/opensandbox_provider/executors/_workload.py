@@ -26,6 +26,9 @@ WORKLOAD_FILE = HOME / "workload.json"
 # Written when the Task SDK's process exits: what a scheduler that adopts the try reads, since
 # it never saw the command's stream.
 EXIT_STATUS_FILE = HOME / "exit-status"
+# The process's own output: the try's log as JSON lines (the Task SDK writes it to stdout too,
+# for a container's log) and anything Python prints before logging is set up.
+OUTPUT_FILE = HOME / "output.log"
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
 ENTRY_POINT = "airflow.sdk.execution_time.execute_workload"
 
@@ -49,9 +52,16 @@ def environment(bundle_name: str, execution_api_server_url: str, executors: str)
 
 
 def command() -> str:
-    """The try: the Task SDK's entry point on the uploaded workload, its exit status kept."""
+    """
+    The try: the Task SDK's entry point on the uploaded workload, its exit status kept. Its
+    output goes to a file, not the command's stream: the stream goes with the scheduler that
+    opened it, and a process writing to a pipe nobody drains any more would never end.
+    """
     run = f"python3 -m {ENTRY_POINT} --json-path {shlex.quote(str(WORKLOAD_FILE))}"
-    return f"cd {HOME} && {run}; status=$?; echo $status > {EXIT_STATUS_FILE}; exit $status"
+    return (
+        f"cd {HOME} && {run} >{OUTPUT_FILE} 2>&1; status=$?; echo $status > {EXIT_STATUS_FILE}; "
+        "exit $status"
+    )
 
 
 def for_the_sandbox(workload: ExecuteTask) -> bytes:

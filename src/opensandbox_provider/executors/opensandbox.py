@@ -5,19 +5,23 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from airflow.executors.base_executor import PARALLELISM, BaseExecutor
 from airflow.executors.workloads import ExecuteTask
 from airflow.providers.common.ai.sandbox.base import SandboxError
 
 from opensandbox_provider.executors import _logs, _settings
-from opensandbox_provider.executors._try import SandboxTry, TryOutcome, backend_for
+from opensandbox_provider.executors._try import SandboxTry, TryOutcome, backend_for, log_path_of
+from opensandbox_provider.executors._watch import CHECK_INTERVAL, EndedElsewhere
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from uuid import UUID
 
     from airflow.executors.workloads import ExecutorWorkload
     from airflow.models.taskinstance import TaskInstance
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class OpenSandboxExecutor(BaseExecutor):
@@ -52,6 +57,8 @@ class OpenSandboxExecutor(BaseExecutor):
     def __init__(self, parallelism: int = PARALLELISM, team_name: str | None = None) -> None:
         super().__init__(parallelism=parallelism, team_name=team_name)
         self._tries: dict[TaskInstanceKey, SandboxTry] = {}
+        self._ti_ids: dict[TaskInstanceKey, UUID] = {}
+        self._stopping = threading.Event()
         self._outcomes: queue.SimpleQueue[TryOutcome] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._settings: _settings.TrySettings | None = None
@@ -66,6 +73,7 @@ class OpenSandboxExecutor(BaseExecutor):
         return self._settings
 
     def start(self) -> None:
+        threading.Thread(target=self._watch, name="opensandbox-watch", daemon=True).start()
         log.info(
             "OpenSandboxExecutor: tries run in sandboxes on connection %r from %s, reporting to "
             "%s, at most %d at a time.",
@@ -90,11 +98,15 @@ class OpenSandboxExecutor(BaseExecutor):
             except _settings.ExecutorConfigError as e:
                 self.fail(key, str(e))
                 continue
-            self._begin(SandboxTry(workload, settings, local_log_folder=self._log_folder()))
+            sandbox_try = SandboxTry(
+                key, settings, local_log_folder=self._log_folder(), workload=workload
+            )
+            self._begin(sandbox_try, workload.ti.id)
 
-    def _begin(self, sandbox_try: SandboxTry, *, adopted: str | None = None) -> None:
+    def _begin(self, sandbox_try: SandboxTry, ti_id: UUID, *, adopted: str | None = None) -> None:
         with self._lock:
             self._tries[sandbox_try.key] = sandbox_try
+            self._ti_ids[sandbox_try.key] = ti_id
 
         def follow() -> None:
             outcome = sandbox_try.run() if adopted is None else sandbox_try.follow(adopted)
@@ -114,6 +126,7 @@ class OpenSandboxExecutor(BaseExecutor):
                 return
             with self._lock:
                 self._tries.pop(outcome.key, None)
+                self._ti_ids.pop(outcome.key, None)
             if outcome.key not in self.running:
                 continue  # revoked: Airflow asked to hear nothing more of it
             if outcome.succeeded:
@@ -121,33 +134,70 @@ class OpenSandboxExecutor(BaseExecutor):
             else:
                 self.fail(outcome.key, outcome.info)
 
+    def _watch(self) -> None:
+        """Until the executor ends: destroy the sandbox of each try Airflow ended meanwhile."""
+        ended_elsewhere = EndedElsewhere()
+        while not self._stopping.wait(CHECK_INTERVAL):
+            with self._lock:
+                running = dict(self._ti_ids)
+            try:
+                ending = ended_elsewhere.to_end(running)
+            except Exception:
+                # Everything, on purpose: this thread is the executor's own, and one that died
+                # on an unforeseen error would leave every later task marked failed in the UI
+                # to the Task SDK's slower end. It reads again at the next interval.
+                log.warning("Could not read the states of the running tries.", exc_info=True)
+                continue
+            self._end_tries(ending)
+
+    def _end_tries(self, ending: dict[TaskInstanceKey, str]) -> None:
+        for key, state in ending.items():
+            with self._lock:
+                sandbox_try = self._tries.get(key)
+                self._ti_ids.pop(key, None)
+            if sandbox_try is not None:
+                because = (
+                    f"The task instance became {state} in Airflow while its try ran in sandbox "
+                    f"{sandbox_try.sandbox}; the executor destroyed the sandbox."
+                )
+                self._end(sandbox_try, because)
+
+    @staticmethod
+    def _end(sandbox_try: SandboxTry, because: str) -> None:
+        # On a thread of its own: copying the log out and destroying the sandbox take a moment
+        # the scheduler's loop does not wait for.
+        threading.Thread(
+            target=sandbox_try.end, args=(because,), name="opensandbox-end", daemon=True
+        ).start()
+
     def revoke_task(self, *, ti: TaskInstance) -> None:
         self.queued_tasks.pop(ti.key, None)
         self.running.discard(ti.key)
         with self._lock:
             sandbox_try = self._tries.pop(ti.key, None)
+            self._ti_ids.pop(ti.key, None)
         # A try this scheduler neither started nor adopted has no sandbox it holds: one left by
         # an earlier scheduler ends with its lease.
         if sandbox_try is not None:
-            sandbox_try.revoke()
+            self._end(sandbox_try, "The try was revoked; the executor destroyed its sandbox.")
 
     def try_adopt_task_instances(self, tis: Sequence[TaskInstance]) -> Sequence[TaskInstance]:
         """Take over each try whose sandbox still runs, found by the try's identity."""
         not_adopted = []
         for ti in tis:
             try:
-                found = self._sandboxes_of(ti)
+                found = _on_a_thread_of_its_own(partial(self._sandboxes_of, ti.key))
             except SandboxError:
                 log.warning("Could not look for the sandbox of %s to adopt it.", ti, exc_info=True)
                 found = []
             if not found:
                 not_adopted.append(ti)
                 continue
-            workload = ExecuteTask.make(ti)
-            settings = self.settings.overridden(ti.executor_config)
-            sandbox_try = SandboxTry(workload, settings, local_log_folder=self._log_folder())
+            # Followed, not run: what its sandbox is made of no longer matters, and the task
+            # instance Airflow hands over here holds its ids alone.
+            sandbox_try = SandboxTry(ti.key, self.settings, local_log_folder=self._log_folder())
             self.running.add(ti.key)
-            self._begin(sandbox_try, adopted=found[0].id)
+            self._begin(sandbox_try, ti.id, adopted=found[0].id)
             log.info("Adopted try %s, running in sandbox %s.", ti.key, found[0].id)
         return not_adopted
 
@@ -155,34 +205,42 @@ class OpenSandboxExecutor(BaseExecutor):
         """A running try's log, read from its sandbox: what the api-server shows until it ends."""
         if try_number != ti.try_number:
             return [], []
-        try:
-            found = self._sandboxes_of(ti)
-            if not found:
-                return [], []
-            from airflow.utils.helpers import log_filename_template_renderer
+        key = ti.key
 
-            log_path = log_filename_template_renderer()(ti=ti)
-            text = _logs.read_live(backend_for(self.settings), found[0].id, log_path)
+        def read() -> tuple[str, str] | None:
+            found = self._sandboxes_of(key)
+            if not found:
+                return None
+            return found[0].id, _logs.read_live(
+                backend_for(self.settings), found[0].id, log_path_of(key)
+            )
+
+        try:
+            read_live = _on_a_thread_of_its_own(read)
+            if read_live is None:
+                return [], []
+            sandbox, text = read_live
         except (SandboxError, _settings.ExecutorConfigError) as e:
             return [f"Could not read the log from the try's sandbox: {e}"], []
-        return [f"From sandbox {found[0].id}, where the try runs."], [text]
+        return [f"From sandbox {sandbox}, where the try runs."], [text]
 
     def end(self) -> None:
         # Each try keeps running in its sandbox: the next scheduler adopts it, or its lease
         # lapses. What has ended is reported now.
+        self._stopping.set()
         self.sync()
 
     def terminate(self) -> None:
         self.end()
 
-    def _sandboxes_of(self, ti: Any) -> list[SandboxSummary]:
-        """The running sandboxes of this try of ``ti``, made by this deployment."""
+    def _sandboxes_of(self, key: TaskInstanceKey) -> list[SandboxSummary]:
+        """The running sandboxes of the try ``key`` names, made by this deployment."""
         return OpenSandboxHook(self.settings.conn_id).list_sandboxes(
-            dag_id=ti.dag_id,
-            task_id=ti.task_id,
-            run_id=ti.run_id,
-            map_index=ti.map_index,
-            try_number=ti.try_number,
+            dag_id=key.dag_id,
+            task_id=key.task_id,
+            run_id=key.run_id,
+            map_index=key.map_index,
+            try_number=key.try_number,
             states=["Running"],
         )
 
@@ -191,3 +249,13 @@ class OpenSandboxExecutor(BaseExecutor):
         from airflow.configuration import conf
 
         return Path(conf.get("logging", "base_log_folder")).expanduser()
+
+
+def _on_a_thread_of_its_own(call: Callable[[], T]) -> T:
+    """
+    ``call``'s result, computed on another thread: reading a connection or a Variable opens and
+    closes the calling thread's Airflow session, which would detach the task instances the
+    scheduler (or the api-server's log reader) holds in it while it calls this executor.
+    """
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="opensandbox-lookup") as pool:
+        return pool.submit(call).result()
