@@ -16,7 +16,9 @@ from datetime import UTC, datetime
 from airflow.sdk import dag, task
 
 DAG_ID = "opensandbox_executor"
-WAITING_DAG_ID = "opensandbox_executor_waiting"
+# Two Dags that wait, so that both runs start at once with run ids of their own.
+KILLED_DAG_ID = "opensandbox_executor_killed"
+MARKED_DAG_ID = "opensandbox_executor_marked"
 EXECUTOR = "OpenSandboxExecutor"
 PASSED = "executor check passed"
 WAITING_LINE = "waiting in the sandbox for the test"
@@ -25,7 +27,7 @@ WAIT_SECONDS = 300
 ADOPTED_DAG_ID = "opensandbox_executor_adopted"
 ADOPTED_LINE = "the try outlived its first scheduler"
 # Long enough for a scheduler to be killed, restarted and to adopt the try while it runs.
-ADOPTED_SECONDS = 45
+ADOPTED_SECONDS = 30
 
 log = logging.getLogger(DAG_ID)
 
@@ -67,19 +69,24 @@ def opensandbox_executor():
     beside(total(square.expand(n=numbers())))
 
 
-@dag(
-    WAITING_DAG_ID,
-    schedule=None,
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
-    default_args={"executor": EXECUTOR, "retries": 0},
-)
-def opensandbox_executor_waiting():
-    @task
-    def wait() -> None:
-        log.info(WAITING_LINE)
-        time.sleep(WAIT_SECONDS)
+def waiting_dag(dag_id: str) -> None:
+    """A Dag whose one task logs a line and waits, to be killed or marked failed meanwhile."""
 
-    wait()
+    @dag(
+        dag_id,
+        schedule=None,
+        start_date=datetime(2026, 1, 1, tzinfo=UTC),
+        default_args={"executor": EXECUTOR, "retries": 0},
+    )
+    def waiting():
+        @task
+        def wait() -> None:
+            log.info(WAITING_LINE)
+            time.sleep(WAIT_SECONDS)
+
+        wait()
+
+    waiting()
 
 
 @dag(
@@ -99,5 +106,6 @@ def opensandbox_executor_adopted():
 
 
 opensandbox_executor()
-opensandbox_executor_waiting()
+waiting_dag(KILLED_DAG_ID)
+waiting_dag(MARKED_DAG_ID)
 opensandbox_executor_adopted()

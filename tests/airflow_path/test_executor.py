@@ -34,7 +34,7 @@ RUN_TIMEOUT = 300.0
 # A try's sandbox starts, then the Task SDK in it imports Airflow and reports to the API server.
 RUNNING_TIMEOUT = 120.0
 LOG_TIMEOUT = 60.0
-# The issue's bound: a task marked failed in the UI has no sandbox this soon after.
+# What a user marking a task failed in the UI may expect: its sandbox gone this soon after.
 MARKED_FAILED_BOUND = 10.0
 
 
@@ -94,12 +94,62 @@ def _await_log_line(
     return log
 
 
+@pytest.fixture(scope="module")
+def run_ids(airflow: RunningAirflow, dns_nft_server: ServerInfo) -> dict[str, str]:
+    """One run of each Dag but the adopted one, triggered at once: they run side by side."""
+    dag_ids = (executor_dag.DAG_ID, executor_dag.KILLED_DAG_ID, executor_dag.MARKED_DAG_ID)
+    return {dag_id: trigger(airflow, dns_nft_server, dag_id) for dag_id in dag_ids}
+
+
+def test_a_running_tries_log_comes_from_its_sandbox_and_a_sandbox_killed_from_outside_fails_it(
+    airflow: RunningAirflow, dns_nft_server: ServerInfo, run_ids: dict[str, str]
+) -> None:
+    api = airflow.api
+    dag_id = executor_dag.KILLED_DAG_ID
+    run_id = run_ids[dag_id]
+    api.wait_for_task_state(dag_id, run_id, "wait", "running", timeout=RUNNING_TIMEOUT)
+    live = _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
+    (sandbox,) = _sandboxes_of(dns_nft_server, dag_id, run_id)
+    assert f"From sandbox {sandbox}, where the try runs." in live
+    from opensandbox import SandboxManagerSync
+
+    manager = SandboxManagerSync.create(dns_nft_server.connection_config())
+    try:
+        manager.kill_sandbox(sandbox)
+    finally:
+        manager.close()
+    assert api.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT) == "failed"
+    said = f"Sandbox {sandbox} ended before the Task SDK in it said how the try went"
+    _await_log_line(airflow, dag_id, run_id, "wait", said)
+    # Failed once: no second try, and the executor's sentence in its log once.
+    assert api.task_try_number(dag_id, run_id, "wait") == 1
+    assert json.dumps(api.task_log(dag_id, run_id, "wait")).count(said) == 1
+
+
+def test_a_task_marked_failed_has_its_sandbox_gone_within_ten_seconds(
+    airflow: RunningAirflow, dns_nft_server: ServerInfo, run_ids: dict[str, str]
+) -> None:
+    api = airflow.api
+    dag_id = executor_dag.MARKED_DAG_ID
+    run_id = run_ids[dag_id]
+    api.wait_for_task_state(dag_id, run_id, "wait", "running", timeout=RUNNING_TIMEOUT)
+    _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
+    (sandbox,) = _sandboxes_of(dns_nft_server, dag_id, run_id)
+    api.set_task_state(dag_id, run_id, "wait", "failed")
+    marked = time.monotonic()
+    while dns_nft_server.has_sandbox(sandbox):
+        assert time.monotonic() - marked < MARKED_FAILED_BOUND, "the sandbox outlived the task"
+        time.sleep(0.2)
+    # Its log, as far as it got, is kept.
+    _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
+
+
 def test_a_dag_on_the_executor_succeeds_with_mapped_tasks_and_leaves_no_sandbox(
-    airflow: RunningAirflow, dns_nft_server: ServerInfo
+    airflow: RunningAirflow, dns_nft_server: ServerInfo, run_ids: dict[str, str]
 ) -> None:
     api = airflow.api
     dag_id = executor_dag.DAG_ID
-    run_id = trigger(airflow, dns_nft_server, dag_id)
+    run_id = run_ids[dag_id]
     state = api.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT)
     assert state == "success", json.dumps(api.task_log(dag_id, run_id, "total"))
     # The Task SDK reports the try's end before its process exits; the log is copied out after.
@@ -116,50 +166,10 @@ def test_a_dag_on_the_executor_succeeds_with_mapped_tasks_and_leaves_no_sandbox(
         time.sleep(1)
 
 
-def test_a_running_tries_log_comes_from_its_sandbox_and_a_sandbox_killed_from_outside_fails_it(
-    airflow: RunningAirflow, dns_nft_server: ServerInfo
-) -> None:
-    api = airflow.api
-    dag_id = executor_dag.WAITING_DAG_ID
-    run_id = trigger(airflow, dns_nft_server, dag_id)
-    api.wait_for_task_state(dag_id, run_id, "wait", "running", timeout=RUNNING_TIMEOUT)
-    live = _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
-    (sandbox,) = _sandboxes_of(dns_nft_server, dag_id, run_id)
-    assert f"From sandbox {sandbox}, where the try runs." in live
-    from opensandbox import SandboxManagerSync
-
-    manager = SandboxManagerSync.create(dns_nft_server.connection_config())
-    try:
-        manager.kill_sandbox(sandbox)
-    finally:
-        manager.close()
-    assert api.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT) == "failed"
-    said = f"Sandbox {sandbox} ended before the Task SDK in it said how the try went"
-    _await_log_line(airflow, dag_id, run_id, "wait", said)
-    assert api.task_instances(dag_id, run_id)["wait"]["state"] == "failed"
-
-
-def test_a_task_marked_failed_has_its_sandbox_gone_within_ten_seconds(
-    airflow: RunningAirflow, dns_nft_server: ServerInfo
-) -> None:
-    api = airflow.api
-    dag_id = executor_dag.WAITING_DAG_ID
-    run_id = trigger(airflow, dns_nft_server, dag_id)
-    api.wait_for_task_state(dag_id, run_id, "wait", "running", timeout=RUNNING_TIMEOUT)
-    _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
-    (sandbox,) = _sandboxes_of(dns_nft_server, dag_id, run_id)
-    api.set_task_state(dag_id, run_id, "wait", "failed")
-    marked = time.monotonic()
-    while dns_nft_server.has_sandbox(sandbox):
-        assert time.monotonic() - marked < MARKED_FAILED_BOUND, "the sandbox outlived the task"
-        time.sleep(0.2)
-    # Its log, up to the end the Task SDK was told of, is kept.
-    _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
-
-
 def test_a_scheduler_killed_mid_try_is_restarted_and_adopts_the_try_which_ends_once(
     airflow: RunningAirflow, dns_nft_server: ServerInfo
 ) -> None:
+    # Last in the module: it kills the scheduler the other runs need.
     api = airflow.api
     dag_id, task_id = executor_dag.ADOPTED_DAG_ID, "outlive_the_scheduler"
     run_id = trigger(airflow, dns_nft_server, dag_id)
