@@ -219,3 +219,31 @@ def test_on_airflow_2_the_executor_refuses_to_load_saying_why(
     assert str(raised.value).startswith(
         "The OpenSandboxExecutor is an Airflow 3 executor, and this is Airflow 2.11.0"
     )
+
+
+def test_a_try_airflow_ended_elsewhere_is_ended_after_the_grace_and_a_running_one_never(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opensandbox_provider.executors import _watch
+
+    running = TaskInstanceKey("a_dag", "running", "r", 1, -1)
+    marked = TaskInstanceKey("a_dag", "marked", "r", 1, -1)
+    cleared = TaskInstanceKey("a_dag", "cleared", "r", 1, -1)
+    tries = {running: "id-running", marked: "id-marked", cleared: "id-cleared"}
+    states = {
+        "id-running": ("running", 1),
+        "id-marked": ("failed", 1),
+        # Cleared and queued again: a new try, so this one is over.
+        "id-cleared": ("queued", 2),
+    }
+    monkeypatch.setattr(_watch, "current_states", lambda ids: states)
+    clock = [100.0]
+    monkeypatch.setattr(_watch.time, "monotonic", lambda: clock[0])
+    watch = _watch.EndedElsewhere()
+    # Seen ended now; a try that ended itself exits within the grace, so nothing yet.
+    assert watch.to_end(tries) == {}
+    clock[0] += _watch.GRACE_SECONDS
+    assert watch.to_end(tries) == {marked: "failed", cleared: "cleared"}
+    # A task instance back in a running state starts the grace again.
+    states["id-marked"] = ("running", 1)
+    assert watch.to_end(tries) == {cleared: "cleared"}
