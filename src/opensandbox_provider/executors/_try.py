@@ -47,9 +47,6 @@ QUOTED_OUTPUT = 2000
 # How often a try's end is looked for when its command's stream cannot say it (an adopted try,
 # or a stream that ended without an exit status): one small file read per try.
 EXIT_STATUS_POLL_INTERVAL = 1.0
-# A stream that ended without an exit status means the sandbox is ending, or the process ended
-# as the stream broke; the server or the exit-status file says which within this long.
-SETTLE_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -204,8 +201,12 @@ class SandboxTry:
                 f"{self.sandbox}."
             )
         if result.exit_code == -1 and not self._ending.is_set():
-            # The stream ended without an exit status: the sandbox ending under it, or a break.
-            return self._await_exit_status(SETTLE_SECONDS)
+            # The stream ended without an exit status: the sandbox ending under it, or a break
+            # while the process runs on. Followed as an adopted try is: the process's end is in
+            # the file its command leaves, the sandbox's in the server's answer, and a process
+            # that ended without either leaves its task instance to Airflow's heartbeat check,
+            # whose verdict the watch acts on.
+            return self._await_exit_status(self.settings.try_timeout)
         return self._exited(result.exit_code)
 
     def _await_exit_status(self, within: float) -> TryOutcome:
