@@ -115,6 +115,7 @@ class SandboxTry:
         self._ended_because: str | None = None
         self._ending = threading.Event()
         self._lock = threading.Lock()
+        self._log_lock = threading.Lock()
         self._destroyed = False
 
     def run(self) -> TryOutcome:
@@ -268,13 +269,17 @@ class SandboxTry:
         if self.log_path is None:
             return
         target = self.local_log_folder / self.log_path
-        if self.sandbox is not None and not target.exists():
-            try:
-                _logs.copy_out(self.backend, self.sandbox, self.log_path, target)
-            except SandboxError as e:
-                log.warning("Could not copy the log of try %s out of its sandbox: %s", self.key, e)
-        if note is not None:
-            _logs.append_note(target, note)
+        # One copy at a time: the try's own thread and one ending it may both get here.
+        with self._log_lock:
+            if self.sandbox is not None and not target.exists():
+                try:
+                    _logs.copy_out(self.backend, self.sandbox, self.log_path, target)
+                except SandboxError as e:
+                    log.warning(
+                        "Could not copy the log of try %s out of its sandbox: %s", self.key, e
+                    )
+            if note is not None:
+                _logs.append_note(target, note)
 
     def _destroy(self) -> None:
         with self._lock:
