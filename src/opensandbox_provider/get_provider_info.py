@@ -110,8 +110,7 @@ def get_provider_info() -> dict[str, Any]:
                 ),
                 "options": {
                     "opensandbox_conn_id": _option(
-                        "The opensandbox connection naming the server the tries' sandboxes run "
-                        "on.",
+                        "The opensandbox connection naming the server the tries' sandboxes run on.",
                         default="opensandbox_default",
                     ),
                     "image": _option(
@@ -124,6 +123,13 @@ def get_provider_info() -> dict[str, Any]:
                     "snapshot": _option(
                         "A snapshot to start each try's sandbox from instead of image, as "
                         "prepare_snapshot returns it.",
+                        default="",
+                    ),
+                    "warm_pool": _option(
+                        "A WarmPool to draw each try's sandbox from, named as its keeper names "
+                        "it (module:attribute), defined with spec=sandbox_spec() from "
+                        "opensandbox_provider.executors. Empty: every sandbox is created.",
+                        example="my_pools:AIRFLOW_TRIES",
                         default="",
                     ),
                     "cpu": _option("The CPU limit of each try's sandbox.", default="1"),

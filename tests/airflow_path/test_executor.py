@@ -12,8 +12,11 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,15 +24,18 @@ import pytest
 
 from dev.airflow_stack import components
 from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
-from dev.airflow_stack.running import RunningAirflow, running_airflow, trigger
+from dev.airflow_stack.running import CONN_ID, RunningAirflow, running_airflow, trigger
 from dev.stack import images, task_sdk_image
 from dev.stack.engine import BRIDGE_IP
 from dev.stack.resolver import ALLOWED_NAME
-from dev.stack.state import ServerInfo
+from dev.stack.state import ServerInfo, StackState
 from opensandbox_provider._identity import identity_metadata
 from tests.airflow_path import executor_dag
 
 DAG_FILE = Path(executor_dag.__file__)
+POOL_FILE = DAG_FILE.with_name("executor_pool.py")
+# The keeper imports Airflow and the pool's module, then starts one sandbox.
+POOL_FILLED_TIMEOUT = 120.0
 RUN_TIMEOUT = 300.0
 # A try's sandbox starts, then the Task SDK in it imports Airflow and reports to the API server.
 RUNNING_TIMEOUT = 120.0
@@ -39,10 +45,11 @@ MARKED_FAILED_BOUND = 10.0
 
 
 @pytest.fixture(scope="module")
-def airflow(dns_nft_server: ServerInfo) -> Iterator[RunningAirflow]:
+def airflow(stack: StackState, dns_nft_server: ServerInfo) -> Iterator[RunningAirflow]:
     """
     An Airflow whose api-server listens on the Docker bridge, where the sandboxes reach its
-    execution API by the stack resolver's allowed name, with the executor beside LocalExecutor.
+    execution API by the stack resolver's allowed name, with the executor beside LocalExecutor
+    and its warm pool kept filled.
     """
     assert images.image_id(task_sdk_image.TAG) is not None, (
         f"The stack has no {task_sdk_image.TAG}; run `make stack-up`, which builds it."
@@ -50,8 +57,11 @@ def airflow(dns_nft_server: ServerInfo) -> Iterator[RunningAirflow]:
     home = AIRFLOW_DIR / "executor"
     components.stop(home)  # left running by an interrupted earlier session
     shutil.rmtree(home, ignore_errors=True)
-    site = AirflowSite.prepare(home, extra_dags=[DAG_FILE])
+    site = AirflowSite.prepare(home, extra_dags=[DAG_FILE, POOL_FILE])
     settings = {
+        **dns_nft_server.airflow_connection_env(CONN_ID, use_server_proxy=True),
+        executor_dag.POOL_STORE_VARIABLE: stack.redis_url,
+        "AIRFLOW__OPENSANDBOX_EXECUTOR__WARM_POOL": f"{POOL_FILE.stem}:TRIES",
         "AIRFLOW__CORE__EXECUTOR": (
             "LocalExecutor,opensandbox_provider.executors.OpenSandboxExecutor"
         ),
@@ -65,8 +75,50 @@ def airflow(dns_nft_server: ServerInfo) -> Iterator[RunningAirflow]:
             f"http://{ALLOWED_NAME}:{site.port}/execution/"
         ),
     }
-    with running_airflow(replace(site, host=BRIDGE_IP, settings=settings)) as running:
+    # The pool's module is imported from the Dags folder, which Airflow's scheduler does not
+    # put on its path by itself.
+    path = [str(site.home / "dags"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    settings["PYTHONPATH"] = os.pathsep.join(path)
+    site = replace(site, host=BRIDGE_IP, settings=settings)
+    with running_airflow(site) as running, _kept_pool(site):
         yield running
+
+
+@contextmanager
+def _kept_pool(site: AirflowSite) -> Iterator[None]:
+    """The pool's keeper, with the Airflow's own options, until the module ends; then the pool
+    drained, so that no idle sandbox outlives it."""
+    command = [sys.executable, "-m", "opensandbox_provider.pool"]
+    reference = f"{POOL_FILE.stem}:TRIES"
+    environment = site.environment()
+    dags = site.home / "dags"
+    with components.log_file(site.home, "pool-keeper").open("ab") as log:
+        keeper = subprocess.Popen(
+            [*command, "keep", reference], cwd=dags, env=environment, stdout=log, stderr=log
+        )
+    try:
+        deadline = time.monotonic() + POOL_FILLED_TIMEOUT
+        while True:
+            status = subprocess.run(
+                [*command, "status", reference],
+                cwd=dags,
+                env=environment,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            if status.stdout.strip().endswith("1 of 1 idle."):
+                break
+            assert keeper.poll() is None, f"The pool's keeper exited: {status.stderr}"
+            assert time.monotonic() < deadline, f"The pool was not filled: {status.stderr}"
+            time.sleep(1)
+        yield
+    finally:
+        keeper.terminate()
+        keeper.wait(timeout=30)
+        subprocess.run(
+            [*command, "drain", reference], cwd=dags, env=environment, check=False, timeout=120
+        )
 
 
 def _sandboxes_of(server: ServerInfo, dag_id: str, run_id: str) -> list[str]:
@@ -157,6 +209,9 @@ def test_a_dag_on_the_executor_succeeds_with_mapped_tasks_and_leaves_no_sandbox(
     tis = api.task_instance_list(dag_id, run_id)
     squares = [ti for ti in tis if ti["task_id"] == "square"]
     assert sorted(ti["map_index"] for ti in squares) == [0, 1, 2]
+    # The run's first try took the pool's ready sandbox, or one of the other runs' did.
+    said = components.log_file(airflow.site.home, "scheduler").read_text()
+    assert f"Took from warm pool {executor_dag.POOL_NAME} OpenSandbox sandbox" in said
     executors = {ti["task_id"]: ti["executor"] for ti in tis}
     assert executors["beside"] == "LocalExecutor"
     assert executors["total"] == executor_dag.EXECUTOR

@@ -247,3 +247,20 @@ def test_a_try_airflow_ended_elsewhere_is_ended_after_the_grace_and_a_running_on
     # A task instance back in a running state starts the grace again.
     states["id-marked"] = ("running", 1)
     assert watch.to_end(tries) == {cleared: "cleared"}
+
+
+@pytest.mark.parametrize(
+    ("reference", "said"),
+    [
+        ("no_such_module_here:POOL", "no_such_module_here cannot be imported"),
+        ("json:dumps", "names no WarmPool"),
+        ("json", "names no WarmPool"),
+    ],
+)
+def test_a_warm_pool_option_naming_no_pool_is_refused_saying_where_to_put_it(
+    reference: str, said: str
+) -> None:
+    with pytest.raises(ExecutorConfigError) as raised:
+        _settings.warm_pool(reference)
+    assert said in str(raised.value)
+    assert _settings.warm_pool(None) is None

@@ -17,6 +17,9 @@ if int(airflow.__version__.split(".")[0]) < 3:
         "sandboxes with OpenSandboxOperator or @task.opensandbox."
     )
 
-from opensandbox_provider.executors.opensandbox import OpenSandboxExecutor  # noqa: E402
+from opensandbox_provider.executors.opensandbox import (  # noqa: E402
+    OpenSandboxExecutor,
+    sandbox_spec,
+)
 
-__all__ = ["OpenSandboxExecutor"]
+__all__ = ["OpenSandboxExecutor", "sandbox_spec"]

@@ -6,11 +6,15 @@ KubernetesExecutor's pod template.
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from opensandbox_provider.pool import WarmPool
 
 SECTION = "opensandbox_executor"
 EXECUTOR_CONFIG_KEY = "opensandbox"
@@ -24,6 +28,7 @@ _OVERRIDES: dict[str, type | tuple[type, ...]] = {
     "env": dict,
     "allow_egress_to": (list, tuple),
     "allow_egress_to_cidrs": (list, tuple),
+    "warm_pool": str,
 }
 
 
@@ -46,6 +51,8 @@ class TrySettings:
     execution_api_server_url: str
     # The scheduler's [core] executor, which the Dag's parse in the sandbox checks tasks against.
     executors: str = ""
+    # The module:attribute of a WarmPool to draw each try's sandbox from.
+    warm_pool: str | None = None
     resources: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     allow_egress_to: tuple[str, ...] = ()
@@ -133,4 +140,30 @@ def configured(conf: Any) -> TrySettings:
         try_timeout=float(option("try_timeout", "86400")),
         execution_api_server_url=url,
         executors=conf.get("core", "executor", fallback="") or "",
+        warm_pool=option("warm_pool", "") or None,
     )
+
+
+def warm_pool(reference: str | None) -> WarmPool | None:
+    """The WarmPool ``module:attribute`` names, as its keeper names it; ``None`` for none."""
+    from opensandbox_provider.pool import WarmPool
+
+    if not reference:
+        return None
+    module_name, _, attribute = reference.partition(":")
+    try:
+        module = importlib.import_module(module_name) if attribute else None
+    except ImportError as e:
+        raise ExecutorConfigError(
+            f"[{SECTION}] warm_pool is {reference!r}, but {module_name} cannot be imported "
+            f"({e}): put the module on the scheduler's and the api-server's PYTHONPATH (the "
+            "Dags folder is not on it)."
+        ) from e
+    pool = getattr(module, attribute, None)
+    if not isinstance(pool, WarmPool):
+        raise ExecutorConfigError(
+            f"[{SECTION}] warm_pool is {reference!r}, which names no WarmPool: name it as "
+            "module:attribute, as its keeper is named (my_pools:AIRFLOW_TRIES), in a module the "
+            "scheduler can import."
+        )
+    return pool

@@ -25,7 +25,7 @@ from airflow.providers.common.ai.sandbox.base import (
 )
 
 from opensandbox_provider._identity import TaskInstanceIdentity
-from opensandbox_provider.executors import _bundle, _logs, _workload
+from opensandbox_provider.executors import _bundle, _logs, _settings, _workload
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 if TYPE_CHECKING:
@@ -77,6 +77,18 @@ def log_path_of(key: TaskInstanceKey) -> str:
     return log_filename_template_renderer()(ti=ti, try_number=key.try_number)
 
 
+def spec_for(settings: TrySettings, bundle_name: str) -> SandboxSpec:
+    """What a try's sandbox is made with: its environment, and egress to the API server alone."""
+    hosts, cidrs = settings.egress()
+    env = {
+        **settings.env,
+        **_workload.environment(bundle_name, settings.execution_api_server_url, settings.executors),
+    }
+    return SandboxSpec(
+        env=env, block_network=True, allow_egress_to=hosts, allow_egress_to_cidrs=cidrs
+    )
+
+
 def backend_for(settings: TrySettings) -> OpenSandboxBackend:
     return OpenSandboxBackend(
         settings.conn_id,
@@ -88,6 +100,7 @@ def backend_for(settings: TrySettings) -> OpenSandboxBackend:
         resources=settings.resources or None,
         sandbox_timeout=settings.lease,
         ready_timeout=settings.ready_timeout,
+        warm_pool=_settings.warm_pool(settings.warm_pool),
     )
 
 
@@ -158,18 +171,7 @@ class SandboxTry:
     def _run(self) -> TryOutcome:
         workload = self.workload
         assert workload is not None
-        hosts, cidrs = self.settings.egress()
-        env = {
-            **self.settings.env,
-            **_workload.environment(
-                workload.bundle_info.name,
-                self.settings.execution_api_server_url,
-                self.settings.executors,
-            ),
-        }
-        spec = SandboxSpec(
-            env=env, block_network=True, allow_egress_to=hosts, allow_egress_to_cidrs=cidrs
-        )
+        spec = spec_for(self.settings, workload.bundle_info.name)
         started = time.monotonic()
         self.sandbox = self.backend.create(spec=spec, identity=identity_of(self.key))
         if self._ending.is_set():

@@ -15,7 +15,13 @@ from airflow.executors.workloads import ExecuteTask
 from airflow.providers.common.ai.sandbox.base import SandboxError
 
 from opensandbox_provider.executors import _logs, _settings
-from opensandbox_provider.executors._try import SandboxTry, TryOutcome, backend_for, log_path_of
+from opensandbox_provider.executors._try import (
+    SandboxTry,
+    TryOutcome,
+    backend_for,
+    log_path_of,
+    spec_for,
+)
 from opensandbox_provider.executors._watch import CHECK_INTERVAL, EndedElsewhere
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 
@@ -26,6 +32,7 @@ if TYPE_CHECKING:
     from airflow.executors.workloads import ExecutorWorkload
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.taskinstancekey import TaskInstanceKey
+    from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
 
@@ -73,6 +80,8 @@ class OpenSandboxExecutor(BaseExecutor):
         return self._settings
 
     def start(self) -> None:
+        # Loaded now, so that a pool that cannot be stops the scheduler at its start.
+        _settings.warm_pool(self.settings.warm_pool)
         threading.Thread(target=self._watch, name="opensandbox-watch", daemon=True).start()
         log.info(
             "OpenSandboxExecutor: tries run in sandboxes on connection %r from %s, reporting to "
@@ -95,12 +104,12 @@ class OpenSandboxExecutor(BaseExecutor):
             self.running.add(key)
             try:
                 settings = self.settings.overridden(workload.ti.executor_config)
+                sandbox_try = SandboxTry(
+                    key, settings, local_log_folder=self._log_folder(), workload=workload
+                )
             except _settings.ExecutorConfigError as e:
                 self.fail(key, str(e))
                 continue
-            sandbox_try = SandboxTry(
-                key, settings, local_log_folder=self._log_folder(), workload=workload
-            )
             self._begin(sandbox_try, workload.ti.id)
 
     def _begin(self, sandbox_try: SandboxTry, ti_id: UUID, *, adopted: str | None = None) -> None:
@@ -259,3 +268,15 @@ def _on_a_thread_of_its_own(call: Callable[[], T]) -> T:
     """
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="opensandbox-lookup") as pool:
         return pool.submit(call).result()
+
+
+def sandbox_spec(bundle_name: str = "dags-folder") -> SandboxSpec:
+    """
+    The spec each try's sandbox is made with, for a Dag of the bundle ``bundle_name``, from this
+    deployment's ``[opensandbox_executor]`` options: what a ``WarmPool`` serving the executor's
+    tries is defined with (``WarmPool(..., spec=sandbox_spec())``), in a module the scheduler and
+    the pool's keeper, both with those options, import.
+    """
+    from airflow.configuration import conf
+
+    return spec_for(_settings.configured(conf), bundle_name)
