@@ -142,7 +142,7 @@ def ensure_named(reference: str) -> bool:
 
 
 def ensure_sandbox_image() -> bool:
-    digest = _digest(rootfs.recipe_hash().encode(), SANDBOX_IMAGE_ENV.encode())
+    digest = source_digest(rootfs.recipe_hash().encode(), SANDBOX_IMAGE_ENV.encode())
     if source_label(SANDBOX_IMAGE) == digest:
         return False
     tarball = rootfs.rootfs_tarball()
@@ -157,7 +157,7 @@ def ensure_sandbox_image() -> bool:
 
 def ensure_derived_image(image: DerivedImage, base_id: str) -> bool:
     context = image.context_tar()
-    digest = _digest(base_id.encode(), context)
+    digest = source_digest(base_id.encode(), context)
     if source_label(image.tag) == digest:
         return False
     build = subprocess.run(
@@ -211,7 +211,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def _digest(*parts: bytes) -> str:
+def source_digest(*parts: bytes) -> str:
     sha = hashlib.sha256()
     for part in parts:
         sha.update(len(part).to_bytes(8, "big"))

@@ -6,7 +6,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from dev.stack import engine, images, nameserver, redis, servers, wheelhouse
+from dev.stack import engine, images, nameserver, redis, servers, task_sdk_image, wheelhouse
 from dev.stack.paths import LOCK_FILE
 from dev.stack.resolver import DEFAULT_ZONE
 from dev.stack.servers import ServerSpec
@@ -46,6 +46,8 @@ def _bring_up(started: Started) -> None:
     choice = images.chosen_images()
     with _step("images") as note:
         built = images.ensure_images(choice)
+        if not choice.is_named("sandbox") and task_sdk_image.ensure_task_sdk_image():
+            built.append(task_sdk_image.TAG)
         note(("built or pulled " + ", ".join(built)) if built else "up to date")
         roles = (f"{role} {choice.image(role)} ({choice.kinds[role]})" for role in images.ROLES)
         note("(" + ", ".join(roles) + ")")

@@ -56,6 +56,7 @@ def get_provider_info() -> dict[str, Any]:
                 "name": "opensandbox",
             }
         ],
+        "executors": ["opensandbox_provider.executors.OpenSandboxExecutor"],
         # Airflow reads this list only when it discovers providers eagerly ([core]
         # lazy_discover_providers = False); otherwise it loads plugins from the
         # airflow.plugins entry point alone, so pyproject.toml declares that too, as Airflow's
@@ -99,7 +100,68 @@ def get_provider_info() -> dict[str, Any]:
                         "default": "True",
                     },
                 },
-            }
+            },
+            "opensandbox_executor": {
+                "description": (
+                    "Settings of the OpenSandboxExecutor, read by the scheduler, and by the "
+                    "api-server to show a running try's log. A task's "
+                    'executor_config={"opensandbox": {...}} overrides image, snapshot, cpu, '
+                    "memory, resources, env, allow_egress_to and allow_egress_to_cidrs.\n"
+                ),
+                "options": {
+                    "opensandbox_conn_id": _option(
+                        "The opensandbox connection naming the server the tries' sandboxes run on.",
+                        default="opensandbox_default",
+                    ),
+                    "image": _option(
+                        "The image each try's sandbox runs: it must hold python3, "
+                        "apache-airflow-core and apache-airflow-task-sdk at the scheduler's "
+                        "versions, and the packages the Dags import. Empty: set snapshot.",
+                        example="registry.internal/airflow-worker:3.3.2",
+                        default="",
+                    ),
+                    "snapshot": _option(
+                        "A snapshot to start each try's sandbox from instead of image, as "
+                        "prepare_snapshot returns it.",
+                        default="",
+                    ),
+                    "warm_pool": _option(
+                        "A WarmPool to draw each try's sandbox from, named as its keeper names "
+                        "it (module:attribute), defined with spec=sandbox_spec() from "
+                        "opensandbox_provider.executors. Empty: every sandbox is created.",
+                        example="my_pools:AIRFLOW_TRIES",
+                        default="",
+                    ),
+                    "cpu": _option("The CPU limit of each try's sandbox.", default="1"),
+                    "memory": _option("The memory limit of each try's sandbox.", default="2Gi"),
+                    "sandbox_timeout": _option(
+                        "The lease of each try's sandbox, in seconds: the scheduler renews it "
+                        "while the try runs, and a sandbox no scheduler holds ends this long "
+                        "after its last renewal unless a restarted scheduler adopts it first.",
+                        default="600",
+                        type_="float",
+                    ),
+                    "ready_timeout": _option(
+                        "Seconds a new sandbox has to answer before the try fails.",
+                        default="120",
+                        type_="float",
+                    ),
+                    "try_timeout": _option(
+                        "Seconds a try may run in its sandbox before the sandbox is ended and "
+                        "the try failed; a task's execution_timeout ends it sooner, in the "
+                        "Task SDK.",
+                        default="86400",
+                        type_="float",
+                    ),
+                    "execution_api_server_url": _option(
+                        "Where the sandboxes reach the API server's execution API; its host is "
+                        "the one address their egress allows. Empty: [core] "
+                        "execution_api_server_url.",
+                        example="http://airflow-api.internal:8080/execution/",
+                        default="",
+                    ),
+                },
+            },
         },
         "connection-types": [
             {
@@ -167,4 +229,17 @@ def get_provider_info() -> dict[str, Any]:
                 },
             }
         ],
+    }
+
+
+def _option(
+    description: str, *, default: str, example: str | None = None, type_: str = "string"
+) -> dict[str, Any]:
+    """One option of a config section, as Airflow's provider schema has it (new in 1.1.0)."""
+    return {
+        "description": description + "\n",
+        "version_added": "1.1.0",
+        "type": type_,
+        "example": example,
+        "default": default,
     }

@@ -24,6 +24,14 @@ ALLOWED = {
     # renewal thread that died on an unforeseen error would let the sandbox expire under a
     # task that still runs.
     ("sandbox/_lease.py", "_keep"),
+    # An executor's try, on a thread of the scheduler's own: no task timeout is armed there,
+    # and a try whose thread died on an unforeseen error would stay running in the scheduler
+    # forever; the error becomes the try's failure, logged and reported once.
+    ("executors/_try.py", "_to_the_end"),
+    # The executor's watch of the tries' states, a thread of its own in the scheduler: one that
+    # died on an unforeseen error would leave every later task marked failed in the UI to the
+    # Task SDK's slower end; it logs the error and reads again at its next interval.
+    ("executors/opensandbox.py", "_watch"),
     # The trigger's, which run as coroutines in the triggerer: no task timeout is armed there
     # and KeyboardInterrupt is not an Exception; cancellation (a BaseException) passes through.
     # The poll's rule is the trigger's promise: any failure is tolerated up to its grace, then

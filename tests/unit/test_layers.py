@@ -3,7 +3,8 @@ The package's imports point one way, from the code that decides to the code that
 protocol (docs/layout.rst): the Airflow entry points use ``sandbox/`` and ``hooks/``;
 ``sandbox/`` uses ``hooks/`` and the wire packages ``execd/`` and ``egress/``; ``hooks/`` uses
 none of what builds on it; the shared top-level modules and the wire packages import nothing
-that decides; the pure parsers import nothing of ours; nothing in ``src/`` imports ``dev/`` or
+that decides; the pure parsers import nothing of ours; ``executors/``, an entry point Airflow
+loads by its path, is imported by nothing of ours; nothing in ``src/`` imports ``dev/`` or
 ``tests/``. The checker reads the source with :mod:`ast`, so a violation is found without
 importing anything, including one hidden in a function body or under ``TYPE_CHECKING``.
 """
@@ -28,6 +29,7 @@ DECIDING = (
     "pool",
     "hooks",
     "maintenance",
+    "executors",
 )
 WIRE = ("execd", "egress")
 # Pure parsers: no I/O, so they need nothing of ours.
@@ -36,8 +38,11 @@ PARSERS = ("execd._chunked", "execd._events")
 # wire packages are among them because the trigger follows a background command over execd's
 # wire itself: it runs in the triggerer, which holds no backend, and the operator reads the
 # files that command leaves by the same names.
-ENTRY_POINTS = ("operators", "triggers", "decorators", "plugins", "maintenance")
+ENTRY_POINTS = ("operators", "triggers", "decorators", "plugins", "maintenance", "executors")
 ENTRY_POINTS_MAY_USE = ("sandbox", "hooks", "pool", *WIRE, *ENTRY_POINTS)
+# The executor is loaded by the scheduler and the api-server alone, by its path in Airflow's
+# configuration: nothing of the package imports it, so a task never pulls in executor code.
+IMPORTED_BY_NOTHING = ("executors",)
 # The backend and the pool keeper hold a hook, so a hook importing them would point back; what a
 # hook reads in sandbox metadata (tags, the task instance) is in the shared top-level modules.
 BUILT_ON_HOOKS = ("sandbox", "pool", *ENTRY_POINTS)
@@ -88,7 +93,11 @@ def violations(root: Path) -> list[str]:
             if not _within(name, PACKAGE) or name == PACKAGE:
                 continue
             target = name[len(PACKAGE) + 1 :]
-            if any(_within(local, parser) for parser in PARSERS):
+            if any(
+                _within(target, kept) and not _within(local, kept) for kept in IMPORTED_BY_NOTHING
+            ):
+                found.append(f"{module} imports {name}, which only Airflow's loader may import")
+            elif any(_within(local, parser) for parser in PARSERS):
                 found.append(f"{module} is a pure parser but imports {name}")
             elif any(_within(local, wire) for wire in WIRE):
                 if any(_within(target, deciding) for deciding in DECIDING):
@@ -183,6 +192,12 @@ CLEAN = {
             f"{PACKAGE}/_clients.py",
             "from tests.unit import helper\n",
             "imports tests.unit, outside src/",
+        ),
+        (
+            f"{PACKAGE}/operators/op.py",
+            "from opensandbox_provider.executors import OpenSandboxExecutor\n",
+            "imports opensandbox_provider.executors.OpenSandboxExecutor, which only Airflow's "
+            "loader may import",
         ),
     ],
 )

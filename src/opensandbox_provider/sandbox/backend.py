@@ -269,7 +269,14 @@ class OpenSandboxBackend(AttachableSandboxBackend):
 
     # --- Create ---
 
-    def create(self, *, spec: SandboxSpec | None = None) -> str:
+    def create(
+        self, *, spec: SandboxSpec | None = None, identity: TaskInstanceIdentity | None = None
+    ) -> str:
+        """
+        A new sandbox for ``spec``, stamped with the running task's identity, or with
+        ``identity`` when given: the executor creates a try's sandbox in the scheduler, where
+        no task runs.
+        """
         policy = _policy.network_policy(spec)
         env = _arguments.environment(spec)
         try:
@@ -283,7 +290,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 spec,
                 workdir=self.workdir,
                 lease=self.sandbox_timeout,
-                identity=current_identity(),
+                identity=current_identity() if identity is None else identity.metadata(),
                 deployment=deployment_id(),
             )
         except (ValueError, DeploymentUnknownError) as e:

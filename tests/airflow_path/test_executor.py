@@ -1,0 +1,246 @@
+"""The OpenSandboxExecutor in a real Airflow 3, on the stack's dns+nft server (its sandboxes'
+egress denies all but the execution API, proven at the address layer): a Dag of tasks on it,
+mapped ones among them and one on LocalExecutor beside them, succeeds and leaves no sandbox; a
+running try's log is read through the api-server's log endpoint, from its sandbox; and a try
+whose sandbox is killed from outside fails, saying so, in the log the endpoint serves after; a
+task marked failed loses its sandbox within 10 s; and a scheduler SIGKILLed mid-try is
+restarted and adopts the try, found by its identity, which ends once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dev.airflow_stack import components
+from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
+from dev.airflow_stack.running import CONN_ID, RunningAirflow, running_airflow, trigger
+from dev.stack import images, task_sdk_image
+from dev.stack.engine import BRIDGE_IP
+from dev.stack.resolver import ALLOWED_NAME
+from dev.stack.state import ServerInfo, StackState
+from opensandbox_provider._identity import identity_metadata
+from tests.airflow_path import executor_dag
+
+DAG_FILE = Path(executor_dag.__file__)
+POOL_FILE = DAG_FILE.with_name("executor_pool.py")
+# The keeper imports Airflow and the pool's module, then starts one sandbox.
+POOL_FILLED_TIMEOUT = 120.0
+RUN_TIMEOUT = 300.0
+# A try's sandbox starts, then the Task SDK in it imports Airflow and reports to the API server.
+RUNNING_TIMEOUT = 120.0
+LOG_TIMEOUT = 60.0
+# What a user marking a task failed in the UI may expect: its sandbox gone this soon after.
+MARKED_FAILED_BOUND = 10.0
+
+
+@pytest.fixture(scope="module")
+def airflow(stack: StackState, dns_nft_server: ServerInfo) -> Iterator[RunningAirflow]:
+    """
+    An Airflow whose api-server listens on the Docker bridge, where the sandboxes reach its
+    execution API by the stack resolver's allowed name, with the executor beside LocalExecutor
+    and its warm pool kept filled.
+    """
+    assert images.image_id(task_sdk_image.TAG) is not None, (
+        f"The stack has no {task_sdk_image.TAG}; run `make stack-up`, which builds it."
+    )
+    home = AIRFLOW_DIR / "executor"
+    components.stop(home)  # left running by an interrupted earlier session
+    shutil.rmtree(home, ignore_errors=True)
+    site = AirflowSite.prepare(home, extra_dags=[DAG_FILE, POOL_FILE])
+    settings = {
+        **dns_nft_server.airflow_connection_env(CONN_ID, use_server_proxy=True),
+        executor_dag.POOL_STORE_VARIABLE: stack.redis_url,
+        "AIRFLOW__OPENSANDBOX_EXECUTOR__WARM_POOL": f"{POOL_FILE.stem}:TRIES",
+        "AIRFLOW__CORE__EXECUTOR": (
+            "LocalExecutor,opensandbox_provider.executors.OpenSandboxExecutor"
+        ),
+        "AIRFLOW__OPENSANDBOX_EXECUTOR__IMAGE": task_sdk_image.TAG,
+        # A killed scheduler's tries are up for adoption this soon after its last heartbeat,
+        # which a live one sends often enough to stay healthy on a loaded machine.
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "10",
+        "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "5",
+        "AIRFLOW__OPENSANDBOX_EXECUTOR__EXECUTION_API_SERVER_URL": (
+            f"http://{ALLOWED_NAME}:{site.port}/execution/"
+        ),
+    }
+    # The pool's module is imported from the Dags folder, which Airflow's scheduler does not
+    # put on its path by itself.
+    path = [str(site.home / "dags"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    settings["PYTHONPATH"] = os.pathsep.join(path)
+    site = replace(site, host=BRIDGE_IP, settings=settings)
+    with running_airflow(site) as running, _kept_pool(site):
+        yield running
+
+
+@contextmanager
+def _kept_pool(site: AirflowSite) -> Iterator[None]:
+    """The pool's keeper, with the Airflow's own options, until the module ends; then the pool
+    drained, so that no idle sandbox outlives it."""
+    command = [sys.executable, "-m", "opensandbox_provider.pool"]
+    reference = f"{POOL_FILE.stem}:TRIES"
+    environment = site.environment()
+    dags = site.home / "dags"
+    with components.log_file(site.home, "pool-keeper").open("ab") as log:
+        keeper = subprocess.Popen(
+            [*command, "keep", reference], cwd=dags, env=environment, stdout=log, stderr=log
+        )
+    try:
+        deadline = time.monotonic() + POOL_FILLED_TIMEOUT
+        while True:
+            status = subprocess.run(
+                [*command, "status", reference],
+                cwd=dags,
+                env=environment,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            if status.stdout.strip().endswith("1 of 1 idle."):
+                break
+            assert keeper.poll() is None, f"The pool's keeper exited: {status.stderr}"
+            assert time.monotonic() < deadline, f"The pool was not filled: {status.stderr}"
+            time.sleep(1)
+        yield
+    finally:
+        keeper.terminate()
+        keeper.wait(timeout=30)
+        subprocess.run(
+            [*command, "drain", reference], cwd=dags, env=environment, check=False, timeout=120
+        )
+
+
+def _sandboxes_of(server: ServerInfo, dag_id: str, run_id: str) -> list[str]:
+    """The running sandboxes whose identity names the run."""
+    from opensandbox import SandboxManagerSync
+    from opensandbox.models.sandboxes import SandboxFilter
+
+    labels = identity_metadata({"dag_id": dag_id, "run_id": run_id})
+    manager = SandboxManagerSync.create(server.connection_config())
+    try:
+        found = manager.list_sandbox_infos(SandboxFilter(metadata=labels, states=["Running"]))
+        return [info.id for info in found.sandbox_infos]
+    finally:
+        manager.close()
+
+
+def _await_log_line(
+    airflow: RunningAirflow, dag_id: str, run_id: str, task_id: str, line: str
+) -> str:
+    """The task's log through the api-server's log endpoint, once it holds ``line``."""
+    deadline = time.monotonic() + LOG_TIMEOUT
+    while line not in (log := json.dumps(airflow.api.task_log(dag_id, run_id, task_id))):
+        assert time.monotonic() < deadline, log
+        time.sleep(1)
+    return log
+
+
+@pytest.fixture(scope="module")
+def run_ids(airflow: RunningAirflow, dns_nft_server: ServerInfo) -> dict[str, str]:
+    """One run of each Dag but the adopted one, triggered at once: they run side by side."""
+    dag_ids = (executor_dag.DAG_ID, executor_dag.KILLED_DAG_ID, executor_dag.MARKED_DAG_ID)
+    return {dag_id: trigger(airflow, dns_nft_server, dag_id) for dag_id in dag_ids}
+
+
+def test_a_running_tries_log_comes_from_its_sandbox_and_a_sandbox_killed_from_outside_fails_it(
+    airflow: RunningAirflow, dns_nft_server: ServerInfo, run_ids: dict[str, str]
+) -> None:
+    api = airflow.api
+    dag_id = executor_dag.KILLED_DAG_ID
+    run_id = run_ids[dag_id]
+    api.wait_for_task_state(dag_id, run_id, "wait", "running", timeout=RUNNING_TIMEOUT)
+    live = _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
+    (sandbox,) = _sandboxes_of(dns_nft_server, dag_id, run_id)
+    assert f"From sandbox {sandbox}, where the try runs." in live
+    from opensandbox import SandboxManagerSync
+
+    manager = SandboxManagerSync.create(dns_nft_server.connection_config())
+    try:
+        manager.kill_sandbox(sandbox)
+    finally:
+        manager.close()
+    assert api.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT) == "failed"
+    said = f"Sandbox {sandbox} ended before the Task SDK in it said how the try went"
+    _await_log_line(airflow, dag_id, run_id, "wait", said)
+    # Failed once: no second try, and the executor's sentence in its log once.
+    assert api.task_try_number(dag_id, run_id, "wait") == 1
+    assert json.dumps(api.task_log(dag_id, run_id, "wait")).count(said) == 1
+
+
+def test_a_task_marked_failed_has_its_sandbox_gone_within_ten_seconds(
+    airflow: RunningAirflow, dns_nft_server: ServerInfo, run_ids: dict[str, str]
+) -> None:
+    api = airflow.api
+    dag_id = executor_dag.MARKED_DAG_ID
+    run_id = run_ids[dag_id]
+    api.wait_for_task_state(dag_id, run_id, "wait", "running", timeout=RUNNING_TIMEOUT)
+    _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
+    (sandbox,) = _sandboxes_of(dns_nft_server, dag_id, run_id)
+    api.set_task_state(dag_id, run_id, "wait", "failed")
+    marked = time.monotonic()
+    while dns_nft_server.has_sandbox(sandbox):
+        assert time.monotonic() - marked < MARKED_FAILED_BOUND, "the sandbox outlived the task"
+        time.sleep(0.2)
+    # Its log, as far as it got, is kept.
+    _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
+
+
+def test_a_dag_on_the_executor_succeeds_with_mapped_tasks_and_leaves_no_sandbox(
+    airflow: RunningAirflow, dns_nft_server: ServerInfo, run_ids: dict[str, str]
+) -> None:
+    api = airflow.api
+    dag_id = executor_dag.DAG_ID
+    run_id = run_ids[dag_id]
+    state = api.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT)
+    assert state == "success", json.dumps(api.task_log(dag_id, run_id, "total"))
+    # The Task SDK reports the try's end before its process exits; the log is copied out after.
+    _await_log_line(airflow, dag_id, run_id, "total", executor_dag.PASSED)
+    tis = api.task_instance_list(dag_id, run_id)
+    squares = [ti for ti in tis if ti["task_id"] == "square"]
+    assert sorted(ti["map_index"] for ti in squares) == [0, 1, 2]
+    # The run's first try took the pool's ready sandbox, or one of the other runs' did.
+    said = components.log_file(airflow.site.home, "scheduler").read_text()
+    assert f"Took from warm pool {executor_dag.POOL_NAME} OpenSandbox sandbox" in said
+    executors = {ti["task_id"]: ti["executor"] for ti in tis}
+    assert executors["beside"] == "LocalExecutor"
+    assert executors["total"] == executor_dag.EXECUTOR
+    deadline = time.monotonic() + LOG_TIMEOUT
+    while left := _sandboxes_of(dns_nft_server, dag_id, run_id):
+        assert time.monotonic() < deadline, f"Sandboxes left after the run: {left}"
+        time.sleep(1)
+
+
+def test_a_scheduler_killed_mid_try_is_restarted_and_adopts_the_try_which_ends_once(
+    airflow: RunningAirflow, dns_nft_server: ServerInfo
+) -> None:
+    # Last in the module: it kills the scheduler the other runs need.
+    api = airflow.api
+    dag_id, task_id = executor_dag.ADOPTED_DAG_ID, "outlive_the_scheduler"
+    run_id = trigger(airflow, dns_nft_server, dag_id)
+    api.wait_for_task_state(dag_id, run_id, task_id, "running", timeout=RUNNING_TIMEOUT)
+    (sandbox,) = _sandboxes_of(dns_nft_server, dag_id, run_id)
+    home = airflow.site.home
+    scheduler = components.pid(home, "scheduler")
+    assert scheduler is not None
+    os.killpg(scheduler, signal.SIGKILL)
+    components.start(airflow.site, ("scheduler",))
+    assert api.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT) == "success"
+    _await_log_line(airflow, dag_id, run_id, task_id, executor_dag.ADOPTED_LINE)
+    assert api.task_try_number(dag_id, run_id, task_id) == 1
+    said = components.log_file(home, "scheduler").read_text()
+    assert f"running in sandbox {sandbox}." in said, "the restarted scheduler did not adopt it"
+    deadline = time.monotonic() + LOG_TIMEOUT
+    while dns_nft_server.has_sandbox(sandbox):
+        assert time.monotonic() < deadline, "the adopted try's sandbox was left behind"
+        time.sleep(0.5)
