@@ -27,6 +27,7 @@ DAGS = {
     "decorator_options_dag.py": {"decorator_options": ["describe", "fit"]},
     "decorator_snapshot_dag.py": {"analysis": ["describe", "prepare"]},
     "durable_agent_dag.py": {"durable_analysis": ["analyse"]},
+    "executor_dag.py": {"on_the_executor": ["heavy"]},
     "operator_dag.py": {"nightly_report": ["report"]},
     "operator_options_dag.py": {
         "operator_options": [
@@ -49,7 +50,18 @@ DAGS = {
 }
 # The other files: a module a Dag file imports, the functions this file and
 # tests/integration/test_docs_examples.py call, and the script a Dag's task reads as its command.
-NOT_DAGS = {"my_pools.py", "configuration.py", "sandbox_calls.py", "nightly.sh"}
+# The options a deployment running the OpenSandboxExecutor sets (docs/executor.rst).
+EXECUTOR_OPTIONS = {
+    "AIRFLOW__OPENSANDBOX_EXECUTOR__EXECUTION_API_SERVER_URL": "http://172.17.0.1:8080/execution/",
+    "AIRFLOW__OPENSANDBOX_EXECUTOR__IMAGE": "registry.internal/airflow-worker:3.3.2",
+}
+NOT_DAGS = {
+    "my_pools.py",
+    "executor_pools.py",
+    "configuration.py",
+    "sandbox_calls.py",
+    "nightly.sh",
+}
 
 # Loads the folder the way the dag-processor does, which puts its bundle's folder on sys.path
 # (so that warm_pool_dag.py imports my_pools.py beside it), and renders the command of the task
@@ -87,7 +99,15 @@ def test_every_example_dag_parses_in_airflow_with_the_tasks_the_docs_show(tmp_pa
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("AIRFLOW", "PYTEST_"))
-    } | {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    } | {
+        "AIRFLOW_HOME": str(tmp_path),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        # executor_dag.py's task names the executor, which a deployment using it configures.
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor,"
+        "opensandbox_provider.executors.OpenSandboxExecutor",
+        # executor_pools.py, which the folder's parse imports too, reads its options.
+        **EXECUTOR_OPTIONS,
+    }
     result = subprocess.run(
         [sys.executable, "-c", _PARSE, str(EXAMPLES)],
         env=environment,
@@ -198,3 +218,14 @@ def test_only_python_written_in_a_page_or_included_from_an_untested_file_fails_t
         ("import os", "A Python example written in the page is never run"),
         (".. literalinclude:: elsewhere.py", "A Python example is included from elsewhere"),
     ], result.stderr
+
+
+@pytest.mark.airflow_at_least("3.0", reason="the executor is an Airflow 3 executor")
+def test_the_executors_warm_pool_example_is_defined_with_the_executors_own_spec(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in EXECUTOR_OPTIONS.items():
+        monkeypatch.setenv(name, value)
+    example = load("executor_pools")
+    assert example.AIRFLOW_TRIES.name == "airflow-tries"
+    assert example.AIRFLOW_TRIES.spec.block_network
