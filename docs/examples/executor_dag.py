@@ -10,6 +10,12 @@ from airflow.sdk import dag, task
 
 @dag(schedule=None, start_date=datetime(2026, 1, 1), catchup=False)
 def on_the_executor():
+    # [START executor]
+    @task(executor="OpenSandboxExecutor")
+    def untrusted() -> int:
+        return 42
+
+    # [END executor]
     # [START executor_config]
     @task(
         executor="OpenSandboxExecutor",
@@ -21,6 +27,7 @@ def on_the_executor():
         return os.environ["MODE"]
 
     # [END executor_config]
+    untrusted()
     heavy()
 
 

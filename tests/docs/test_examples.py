@@ -27,7 +27,7 @@ DAGS = {
     "decorator_options_dag.py": {"decorator_options": ["describe", "fit"]},
     "decorator_snapshot_dag.py": {"analysis": ["describe", "prepare"]},
     "durable_agent_dag.py": {"durable_analysis": ["analyse"]},
-    "executor_dag.py": {"on_the_executor": ["heavy"]},
+    "executor_dag.py": {"on_the_executor": ["heavy", "untrusted"]},
     "operator_dag.py": {"nightly_report": ["report"]},
     "operator_options_dag.py": {
         "operator_options": [
