@@ -57,6 +57,9 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "executors": ["opensandbox_provider.executors.OpenSandboxExecutor"],
+        # Without it, Airflow 3.2+ imports the executor at every `airflow` command and warns on
+        # stdout (see opensandbox_provider.cli).
+        "cli": ["opensandbox_provider.cli.get_cli_commands"],
         # Airflow reads this list only when it discovers providers eagerly ([core]
         # lazy_discover_providers = False); otherwise it loads plugins from the
         # airflow.plugins entry point alone, so pyproject.toml declares that too, as Airflow's

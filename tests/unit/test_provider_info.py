@@ -142,3 +142,15 @@ def test_the_sandboxes_view_setting_is_declared_on_by_default() -> None:
     option = get_provider_info()["config"]["opensandbox"]["options"]["sandboxes_view"]
     assert option["type"] == "boolean"
     assert option["default"] == "True"
+
+
+def test_airflows_cli_asks_the_provider_not_the_executor_for_commands() -> None:
+    # Without a `cli` entry, Airflow 3.2+ imports the executor at every `airflow` command and
+    # prints a warning on stdout, which turns `airflow providers list -o json` into non-JSON.
+    manager = ProvidersManager()
+    if not hasattr(manager, "cli_command_providers"):
+        pytest.skip("this Airflow line reads no `cli` entry from providers")
+    assert DISTRIBUTION in manager.cli_command_providers
+    (declared,) = get_provider_info()["cli"]
+    module, _, name = declared.rpartition(".")
+    assert getattr(importlib.import_module(module), name)() == []
