@@ -20,6 +20,8 @@ DAG_ID = "opensandbox_executor"
 KILLED_DAG_ID = "opensandbox_executor_killed"
 MARKED_DAG_ID = "opensandbox_executor_marked"
 EXECUTOR = "OpenSandboxExecutor"
+# How many mapped tries run, each in a sandbox of its own.
+MAPPED = 50
 PASSED = "executor check passed"
 WAITING_LINE = "waiting in the sandbox for the test"
 # Long enough for the test to read the log while it runs and kill the sandbox under it.
@@ -45,7 +47,7 @@ log = logging.getLogger(DAG_ID)
 def opensandbox_executor():
     @task
     def numbers() -> list[int]:
-        return [1, 2, 3]
+        return list(range(1, MAPPED + 1))
 
     @task(executor_config={"opensandbox": {"env": {"SQUARE_NOTE": "from executor_config"}}})
     def square(n: int) -> int:
@@ -54,7 +56,7 @@ def opensandbox_executor():
 
     @task
     def total(values: list[int]) -> int:
-        assert sorted(values) == [1, 4, 9], values
+        assert sorted(values) == [n * n for n in range(1, MAPPED + 1)], values
         # The sandbox's egress allows the execution API's host alone: another name of the
         # stack's resolver is not even looked up.
         try:
