@@ -75,6 +75,11 @@ class AirflowApi:
     def dag_is_known(self, dag_id: str) -> bool:
         return self._http.get(f"/api/v2/dags/{dag_id}").status_code == 200
 
+    def dag_file(self, dag_id: str) -> str:
+        """The file Airflow recorded the Dag as defined in, relative to its bundle: the file a
+        try of it parses."""
+        return str(self._call("GET", f"/api/v2/dags/{dag_id}/details").json()["relative_fileloc"])
+
     def unpause(self, dag_id: str) -> None:
         self._call("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": False})
 

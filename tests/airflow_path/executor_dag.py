@@ -26,10 +26,6 @@ PASSED = "executor check passed"
 WAITING_LINE = "waiting in the sandbox for the test"
 # Long enough for the test to read the log while it runs and kill the sandbox under it.
 WAIT_SECONDS = 300
-# The warm pool the tries draw from (executor_pool.py, beside this file in the Dags folder),
-# and the variable naming its Redis.
-POOL_NAME = "executor-tries"
-POOL_STORE_VARIABLE = "OPENSANDBOX_EXECUTOR_POOL_STORE"
 ADOPTED_DAG_ID = "opensandbox_executor_adopted"
 ADOPTED_LINE = "the try outlived its first scheduler"
 # Long enough for a scheduler to be killed, restarted and to adopt the try while it runs.

@@ -42,6 +42,8 @@ RUNNING_TIMEOUT = 120.0
 LOG_TIMEOUT = 60.0
 # What a user marking a task failed in the UI may expect: its sandbox gone this soon after.
 MARKED_FAILED_BOUND = 10.0
+# The warm pool the tries draw from (executor_pool.py).
+POOL_NAME = "executor-tries"
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +62,9 @@ def airflow(stack: StackState, dns_nft_server: ServerInfo) -> Iterator[RunningAi
     site = AirflowSite.prepare(home, extra_dags=[DAG_FILE, POOL_FILE])
     settings = {
         **dns_nft_server.airflow_connection_env(CONN_ID, use_server_proxy=True),
-        executor_dag.POOL_STORE_VARIABLE: stack.redis_url,
+        # The name and the Redis executor_pool.py makes its pool with.
+        "OPENSANDBOX_EXECUTOR_POOL_NAME": POOL_NAME,
+        "OPENSANDBOX_EXECUTOR_POOL_STORE": stack.redis_url,
         "AIRFLOW__OPENSANDBOX_EXECUTOR__WARM_POOL": f"{POOL_FILE.stem}:TRIES",
         "AIRFLOW__CORE__EXECUTOR": (
             "LocalExecutor,opensandbox_provider.executors.OpenSandboxExecutor"
@@ -153,6 +157,16 @@ def run_ids(airflow: RunningAirflow, dns_nft_server: ServerInfo) -> dict[str, st
     return {dag_id: trigger(airflow, dns_nft_server, dag_id) for dag_id in dag_ids}
 
 
+def test_each_dag_is_recorded_as_its_own_files_not_the_pools_beside_it(
+    airflow: RunningAirflow, run_ids: dict[str, str]
+) -> None:
+    # A try parses the file its Dag is recorded in; had the Dag processor recorded a Dag as
+    # executor_pool.py's (Dags made while it imports a file are that file's), the try would
+    # parse that file in the sandbox, find no Dag and be rescheduled.
+    for dag_id in run_ids:
+        assert airflow.api.dag_file(dag_id) == DAG_FILE.name, dag_id
+
+
 def test_a_running_tries_log_comes_from_its_sandbox_and_a_sandbox_killed_from_outside_fails_it(
     airflow: RunningAirflow, dns_nft_server: ServerInfo, run_ids: dict[str, str]
 ) -> None:
@@ -212,7 +226,7 @@ def test_a_dag_on_the_executor_succeeds_with_mapped_tasks_and_leaves_no_sandbox(
     assert {ti["state"] for ti in squares} == {"success"}
     # The run's first try took the pool's ready sandbox, or one of the other runs' did.
     said = components.log_file(airflow.site.home, "scheduler").read_text()
-    assert f"Took from warm pool {executor_dag.POOL_NAME} OpenSandbox sandbox" in said
+    assert f"Took from warm pool {POOL_NAME} OpenSandbox sandbox" in said
     executors = {ti["task_id"]: ti["executor"] for ti in tis}
     assert executors["beside"] == "LocalExecutor"
     assert executors["total"] == executor_dag.EXECUTOR
