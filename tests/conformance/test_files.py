@@ -1,6 +1,7 @@
 """The file and directory endpoints (docs/execd-wire.rst, wire-upload, wire-download, wire-range,
 wire-info, wire-listing)."""
 
+import httpx
 import pytest
 from opensandbox import SandboxSync
 from opensandbox.exceptions import SandboxApiException, SandboxConnectionException
@@ -91,6 +92,26 @@ def test_download_answers_200_with_the_whole_file(sandbox: SandboxSync, wire: Ex
     assert response.headers["content-disposition"] == 'attachment; filename="ten"'
     assert response.headers["accept-ranges"] == "bytes"
     assert sandbox.files.read_bytes("/tmp/ten") == TEN_BYTES
+
+
+def test_a_file_that_shrinks_while_it_is_sent_ends_the_body_short_never_silent(
+    sandbox: SandboxSync, wire: ExecdWire
+):
+    # Far more than the socket buffers hold, so most of it is unsent when the file is cut.
+    size = 128 * 1024 * 1024
+    sandbox.commands.run(f"head -c {size} /dev/zero > /tmp/shrinking")
+    # A silent body would end in a ReadTimeout after this long, not in a body cut short.
+    silence = httpx.Timeout(30)
+    download = {"params": {"path": "/tmp/shrinking"}, "timeout": silence}
+    with wire.client.stream("GET", "/files/download", **download) as response:
+        assert response.headers["content-length"] == str(size)
+        chunks = response.iter_raw()
+        received = len(next(chunks))
+        sandbox.commands.run("truncate -s 1000 /tmp/shrinking")
+        with pytest.raises(httpx.RemoteProtocolError):
+            for chunk in chunks:
+                received += len(chunk)
+    assert received < size
 
 
 def test_range_download_answers_206_and_416(sandbox: SandboxSync, wire: ExecdWire):

@@ -129,14 +129,17 @@ class Exchange:
         self.respond(404, b"404 page not found", {"Content-Type": "text/plain"})
 
     def respond_stream(self, status: int, headers: dict, source, length: int) -> None:
-        """A body of `length` bytes copied from a file, without holding it in memory."""
+        """A body of `length` bytes copied from a file, without holding it in memory; a file
+        that shrank meanwhile ends it short and closes the connection, as Go's server does when
+        a handler writes less than it declared (docs/execd-wire.rst, wire-download)."""
         self._send_head(status, {**headers, "Content-Length": str(length)})
         if self.method == "HEAD":
             return
         while length > 0:
             chunk = source.read(min(length, 1 << 20))
             if not chunk:
-                break
+                self.close_connection()
+                return
             self.handler.wfile.write(chunk)
             length -= len(chunk)
 
