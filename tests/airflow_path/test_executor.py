@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,20 @@ def _sandboxes_of(server: ServerInfo, dag_id: str, run_id: str) -> list[str]:
         manager.close()
 
 
+def _most_at_once(tis: list[dict]) -> int:
+    """The most of these task instances that ran at one moment, by their start and end."""
+    changes = sorted(
+        (datetime.fromisoformat(ti[moment]), step)
+        for ti in tis
+        for moment, step in (("start_date", 1), ("end_date", -1))
+    )
+    running = most = 0
+    for _, step in changes:
+        running += step
+        most = max(most, running)
+    return most
+
+
 def _await_log_line(
     airflow: RunningAirflow, dag_id: str, run_id: str, task_id: str, line: str
 ) -> str:
@@ -224,6 +239,8 @@ def test_a_dag_on_the_executor_succeeds_with_mapped_tasks_and_leaves_no_sandbox(
     squares = [ti for ti in tis if ti["task_id"] == "square"]
     assert sorted(ti["map_index"] for ti in squares) == list(range(executor_dag.MAPPED))
     assert {ti["state"] for ti in squares} == {"success"}
+    # Side by side, and never more at once than the Dag allows.
+    assert 1 < _most_at_once(squares) <= executor_dag.MAX_ACTIVE
     # The run's first try took the pool's ready sandbox, or one of the other runs' did.
     said = components.log_file(airflow.site.home, "scheduler").read_text()
     assert f"Took from warm pool {POOL_NAME} OpenSandbox sandbox" in said
