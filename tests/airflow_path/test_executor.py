@@ -165,6 +165,16 @@ def _await_log_line(
     return log
 
 
+def _waiting_try(
+    airflow: RunningAirflow, server: ServerInfo, dag_id: str, run_id: str
+) -> tuple[str, str]:
+    """The sandbox of a waiting Dag's running try, once its log says it waits, and that log."""
+    airflow.api.wait_for_task_state(dag_id, run_id, "wait", "running", timeout=RUNNING_TIMEOUT)
+    live = _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
+    (sandbox,) = _sandboxes_of(server, dag_id, run_id)
+    return sandbox, live
+
+
 @pytest.fixture(scope="module")
 def run_ids(airflow: RunningAirflow, dns_nft_server: ServerInfo) -> dict[str, str]:
     """One run of each Dag but the adopted one, triggered at once: they run side by side."""
@@ -188,9 +198,7 @@ def test_a_running_tries_log_comes_from_its_sandbox_and_a_sandbox_killed_from_ou
     api = airflow.api
     dag_id = executor_dag.KILLED_DAG_ID
     run_id = run_ids[dag_id]
-    api.wait_for_task_state(dag_id, run_id, "wait", "running", timeout=RUNNING_TIMEOUT)
-    live = _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
-    (sandbox,) = _sandboxes_of(dns_nft_server, dag_id, run_id)
+    sandbox, live = _waiting_try(airflow, dns_nft_server, dag_id, run_id)
     assert f"From sandbox {sandbox}, where the try runs." in live
     from opensandbox import SandboxManagerSync
 
@@ -213,9 +221,7 @@ def test_a_task_marked_failed_has_its_sandbox_gone_within_ten_seconds(
     api = airflow.api
     dag_id = executor_dag.MARKED_DAG_ID
     run_id = run_ids[dag_id]
-    api.wait_for_task_state(dag_id, run_id, "wait", "running", timeout=RUNNING_TIMEOUT)
-    _await_log_line(airflow, dag_id, run_id, "wait", executor_dag.WAITING_LINE)
-    (sandbox,) = _sandboxes_of(dns_nft_server, dag_id, run_id)
+    sandbox, _ = _waiting_try(airflow, dns_nft_server, dag_id, run_id)
     api.set_task_state(dag_id, run_id, "wait", "failed")
     marked = time.monotonic()
     while dns_nft_server.has_sandbox(sandbox):
