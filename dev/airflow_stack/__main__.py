@@ -12,8 +12,11 @@ from types import FrameType
 
 from dev.airflow_stack import celery_topology, components
 from dev.airflow_stack.demo_pool import kept_pool, use_store
-from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
+from dev.airflow_stack.executor_site import with_executor
+from dev.airflow_stack.home import AIRFLOW_DIR, EXECUTOR_DAG_FILE, AirflowSite
 from dev.airflow_stack.running import (
+    DEMO_DAGS,
+    EXECUTOR_DAG,
     USERNAME,
     DagRunOutcome,
     RunningAirflow,
@@ -22,6 +25,9 @@ from dev.airflow_stack.running import (
 )
 from dev.airflow_stack.topologies import LOCAL, Topology
 from dev.stack.state import read_state
+
+# The executor's own connection, beside the opensandbox_default the other Dags use.
+EXECUTOR_CONN_ID = "opensandbox_executor"
 
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -55,12 +61,28 @@ def demo(*, once: bool, port: int | None, home: Path, timeout: float, topology: 
     stack = read_state()
     server = stack.servers["plain"]
     layout: Topology
+    # Whole tasks in sandboxes too, on the server whose egress allows the execution API alone,
+    # through a connection of the executor's own.
+    executor_on = stack.servers["dns+nft"]
     if topology == "celery":
-        site, layout = celery_topology.prepare(home, port=port)
+        site, layout = celery_topology.prepare(
+            home,
+            port=port,
+            extra_dags=[EXECUTOR_DAG_FILE],
+            executor_on=executor_on,
+            executor_conn_id=EXECUTOR_CONN_ID,
+        )
         _say("Topology: celery (PostgreSQL, Redis, two workers and two triggerers on hosts of")
         _say("their own: network namespaces on a bridge).")
+        default_executor = "CeleryExecutor"
     else:
-        site, layout = AirflowSite.prepare(home, port=port), LOCAL
+        site, layout = AirflowSite.prepare(home, port=port, extra_dags=[EXECUTOR_DAG_FILE]), LOCAL
+        # The api-server then listens on the Docker bridge, where the sandboxes reach it.
+        site = with_executor(site, executor_on, conn_id=EXECUTOR_CONN_ID)
+        default_executor = "LocalExecutor"
+    _say(f"Executors: {default_executor}, and the OpenSandboxExecutor for the executor Dag's")
+    _say(f"tries, each in a sandbox of its own on the {executor_on.name} server.")
+    dags = (*DEMO_DAGS, EXECUTOR_DAG)
     # Only on the local topology: the celery topology's workers cannot reach the stack's Redis
     # on loopback, so its pooled task creates its sandbox cold.
     pooled = layout is LOCAL and bool(stack.redis_url)
@@ -78,10 +100,10 @@ def demo(*, once: bool, port: int | None, home: Path, timeout: float, topology: 
                     status = pool.enter_context(kept_pool(server, stack.redis_url, site.home))
                     _say(status)
                 _say(f"Triggering the system-test Dags against OpenSandbox at {reached} ...")
-                outcomes = run_system_tests(airflow, server, timeout=timeout)
+                outcomes = run_system_tests(airflow, server, dags, timeout=timeout)
             for outcome in outcomes:
                 _report(airflow, outcome)
-                if layout is not LOCAL:
+                if layout is not LOCAL or outcome.dag is EXECUTOR_DAG:
                     _report_hosts(airflow, outcome)
             _say(f"\nUI:    {site.base_url}")
             _say(f"Login: {USERNAME} / {airflow.password}")

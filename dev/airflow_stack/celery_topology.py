@@ -25,6 +25,7 @@ from celery import Celery
 from dev.airflow_stack import components, network, postgres
 from dev.airflow_stack import forward as forward_module
 from dev.airflow_stack.broker import Broker
+from dev.airflow_stack.executor_site import executor_settings
 from dev.airflow_stack.home import AirflowSite, any_free_port, kept_secret
 from dev.airflow_stack.postgres import MetadataDatabase
 from dev.stack import engine
@@ -41,7 +42,8 @@ ROOT_COMPONENTS = ("api-server", "scheduler", "dag-processor")
 WORKER_HOSTS = network.numbered("worker", WORKERS, 11)
 TRIGGERER_HOSTS = network.numbered("triggerer", TRIGGERERS, 21)
 WORKER_NAMES = tuple(host.name for host in WORKER_HOSTS)
-SERVICES = ("postgres", "redis", "forward")
+# "api-forward" runs only beside the OpenSandboxExecutor (see CeleryTopology.start).
+SERVICES = ("postgres", "redis", "forward", "api-forward")
 AIRFLOW_COMPONENTS = (
     *ROOT_COMPONENTS,
     *(host.name for host in TRIGGERER_HOSTS),
@@ -73,6 +75,9 @@ class CeleryTopology:
     # Ports of servers besides the stack's that the hosts reach through the forward: a test's
     # own server, which it may stop.
     extra_server_ports: tuple[int, ...] = ()
+    # The api-server's port, when the OpenSandboxExecutor's sandboxes must reach its execution
+    # API.
+    execution_api_port: int | None = None
     components: tuple[str, ...] = (*AIRFLOW_COMPONENTS, *SERVICES)
 
     def start(self, site: AirflowSite) -> None:
@@ -84,6 +89,13 @@ class CeleryTopology:
         ports = [str(port) for port in (*(spec.port for spec in SERVERS), *self.extra_server_ports)]
         environment = site.environment()
         components.launch(site.home, "forward", [*forward, "127.0.0.1", *ports], environment)
+        if self.execution_api_port is not None:
+            # The executor's sandboxes reach the execution API on the Docker bridge, by the
+            # stack resolver's allowed name; the api-server listens on this topology's bridge,
+            # which drops what comes from elsewhere.
+            to_api = [sys.executable, forward_module.__file__, engine.BRIDGE_IP, network.BRIDGE_IP]
+            command = [*to_api, str(self.execution_api_port)]
+            components.launch(site.home, "api-forward", command, environment)
         self.database.start(f"{network.SUBNET_PREFIX}.0/{network.PREFIX_LENGTH}")
         self.broker.start()
         components.migrate(site)
@@ -177,8 +189,12 @@ def prepare(
     port: int | None = None,
     extra_dags: Sequence[Path] = (),
     extra_server_ports: Sequence[int] = (),
+    executor_on: ServerInfo | None = None,
+    executor_conn_id: str = "opensandbox_executor",
 ) -> tuple[AirflowSite, CeleryTopology]:
-    """The site in ``home`` configured for the celery topology, and the topology to start."""
+    """The site in ``home`` configured for the celery topology, and the topology to start;
+    with ``executor_on``, the OpenSandboxExecutor beside CeleryExecutor, its tries on that
+    server through the connection ``executor_conn_id``."""
     site = AirflowSite.prepare(home, port=port, extra_dags=extra_dags)
     (home / "run").mkdir(exist_ok=True)
     # Hex, so that the passwords go into URLs as they are.
@@ -209,4 +225,12 @@ def prepare(
         "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": str(TRIGGERER_HEALTH_SECONDS),
     }
     site = dataclasses.replace(site, host=network.BRIDGE_IP, settings=settings)
-    return site, CeleryTopology(database, broker, tuple(extra_server_ports))
+    if executor_on is None:
+        return site, CeleryTopology(database, broker, tuple(extra_server_ports))
+    beside = executor_settings(
+        site, executor_on, conn_id=executor_conn_id, default_executor="CeleryExecutor"
+    )
+    site = dataclasses.replace(site, settings={**settings, **beside})
+    return site, CeleryTopology(
+        database, broker, tuple(extra_server_ports), execution_api_port=site.port
+    )

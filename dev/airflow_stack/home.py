@@ -14,8 +14,11 @@ REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_DIR = REPO / ".airflow"
 SYSTEM_TEST_DAG = REPO / "system_tests" / "example_sandbox_toolset_opensandbox.py"
 OPERATOR_DAG_FILE = REPO / "system_tests" / "example_opensandbox_operator.py"
-# The Dag files every local Airflow parses: the ones `make demo` runs.
+# The Dag files every local Airflow parses: the ones `make demo` runs on any executor.
 DEMO_DAG_FILES = (SYSTEM_TEST_DAG, OPERATOR_DAG_FILE)
+# The Dag `make demo` runs on the OpenSandboxExecutor too: only an Airflow that has that
+# executor can parse it.
+EXECUTOR_DAG_FILE = REPO / "system_tests" / "example_opensandbox_executor.py"
 
 # The first port tried when none is asked for: the one Airflow's own docs use, so the
 # address looks familiar. Something else may already hold it, so the search moves on.
@@ -29,10 +32,12 @@ _INHERITED_PREFIXES = ("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_VAR_", "PYTEST_", 
 
 
 def _port_is_free(port: int) -> bool:
+    # On every address: an api-server may listen on loopback or on the Docker bridge (one the
+    # executor's sandboxes reach), and a port one of them holds is taken for the other too.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind(("127.0.0.1", port))
+            probe.bind(("0.0.0.0", port))
         except OSError:
             return False
     return True

@@ -22,7 +22,6 @@ MARKED_DAG_ID = "opensandbox_executor_marked"
 EXECUTOR = "OpenSandboxExecutor"
 # How many mapped tries run, each in a sandbox of its own.
 MAPPED = 50
-MAX_ACTIVE = 8
 PASSED = "executor check passed"
 WAITING_LINE = "waiting in the sandbox for the test"
 # Long enough for the test to read the log while it runs and kill the sandbox under it.
@@ -40,9 +39,6 @@ log = logging.getLogger(DAG_ID)
     schedule=None,
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     default_args={"executor": EXECUTOR},
-    # Eight tries at a time, not Airflow's sixteen: on the CI's two cores the whole suite runs
-    # beside this Dag, and each try starts a sandbox and Airflow's Task SDK in it.
-    max_active_tasks=MAX_ACTIVE,
 )
 def opensandbox_executor():
     @task

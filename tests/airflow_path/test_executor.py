@@ -24,11 +24,9 @@ from pathlib import Path
 import pytest
 
 from dev.airflow_stack import components
+from dev.airflow_stack.executor_site import with_executor
 from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
 from dev.airflow_stack.running import CONN_ID, RunningAirflow, running_airflow, trigger
-from dev.stack import images, task_sdk_image
-from dev.stack.engine import BRIDGE_IP
-from dev.stack.resolver import ALLOWED_NAME
 from dev.stack.state import ServerInfo, StackState
 from opensandbox_provider._identity import identity_metadata
 from tests.airflow_path import executor_dag
@@ -54,37 +52,27 @@ def airflow(stack: StackState, dns_nft_server: ServerInfo) -> Iterator[RunningAi
     execution API by the stack resolver's allowed name, with the executor beside LocalExecutor
     and its warm pool kept filled.
     """
-    assert images.image_id(task_sdk_image.TAG) is not None, (
-        f"The stack has no {task_sdk_image.TAG}; run `make stack-up`, which builds it."
-    )
     home = AIRFLOW_DIR / "executor"
     components.stop(home)  # left running by an interrupted earlier session
     shutil.rmtree(home, ignore_errors=True)
-    site = AirflowSite.prepare(home, extra_dags=[DAG_FILE, POOL_FILE])
+    prepared = AirflowSite.prepare(home, extra_dags=[DAG_FILE, POOL_FILE])
+    site = with_executor(prepared, dns_nft_server, conn_id=CONN_ID)
+    # The pool's module is imported from the Dags folder, which Airflow's scheduler does not
+    # put on its path by itself.
+    path = [str(site.home / "dags"), *filter(None, [os.environ.get("PYTHONPATH")])]
     settings = {
-        **dns_nft_server.airflow_connection_env(CONN_ID, use_server_proxy=True),
         # The name and the Redis executor_pool.py makes its pool with.
         "OPENSANDBOX_EXECUTOR_POOL_NAME": POOL_NAME,
         "OPENSANDBOX_EXECUTOR_POOL_STORE": stack.redis_url,
         "AIRFLOW__OPENSANDBOX_EXECUTOR__WARM_POOL": f"{POOL_FILE.stem}:TRIES",
-        "AIRFLOW__CORE__EXECUTOR": (
-            "LocalExecutor,opensandbox_provider.executors.OpenSandboxExecutor"
-        ),
-        "AIRFLOW__OPENSANDBOX_EXECUTOR__IMAGE": task_sdk_image.TAG,
         # A killed scheduler's tries are up for adoption this soon after its last heartbeat,
         # which a live one sends often enough to stay healthy on a loaded machine.
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "10",
         "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "5",
-        "AIRFLOW__OPENSANDBOX_EXECUTOR__EXECUTION_API_SERVER_URL": (
-            f"http://{ALLOWED_NAME}:{site.port}/execution/"
-        ),
+        "PYTHONPATH": os.pathsep.join(path),
     }
-    # The pool's module is imported from the Dags folder, which Airflow's scheduler does not
-    # put on its path by itself.
-    path = [str(site.home / "dags"), *filter(None, [os.environ.get("PYTHONPATH")])]
-    settings["PYTHONPATH"] = os.pathsep.join(path)
-    site = replace(site, host=BRIDGE_IP, settings=settings)
+    site = replace(site, settings={**site.settings, **settings})
     with running_airflow(site) as running, _kept_pool(site):
         yield running
 
@@ -245,8 +233,9 @@ def test_a_dag_on_the_executor_succeeds_with_mapped_tasks_and_leaves_no_sandbox(
     squares = [ti for ti in tis if ti["task_id"] == "square"]
     assert sorted(ti["map_index"] for ti in squares) == list(range(executor_dag.MAPPED))
     assert {ti["state"] for ti in squares} == {"success"}
-    # Side by side, and never more at once than the Dag allows.
-    assert 1 < _most_at_once(squares) <= executor_dag.MAX_ACTIVE
+    # Side by side, and never more at once than the executor's slots, [core] parallelism.
+    slots = int(airflow.site.environment()["AIRFLOW__CORE__PARALLELISM"])
+    assert 1 < _most_at_once(squares) <= slots
     # The run's first try took the pool's ready sandbox, or one of the other runs' did.
     said = components.log_file(airflow.site.home, "scheduler").read_text()
     assert f"Took from warm pool {POOL_NAME} OpenSandbox sandbox" in said

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dev.airflow_stack import components
 from dev.airflow_stack.home import AIRFLOW_DIR, REPO
-from dev.airflow_stack.running import DEMO_DAGS, OPERATOR_DAG, TOOLSET_DAG
+from dev.airflow_stack.running import DEMO_DAGS, EXECUTOR_DAG, OPERATOR_DAG, TOOLSET_DAG
 from dev.stack.state import ServerInfo
 from tests.airflow_path import demo_process
 
@@ -32,7 +32,7 @@ def _recorded_pids(home: Path) -> list[int]:
     return [int(path.read_text().split()[0]) for path in (home / "run").glob("*.pid")]
 
 
-def test_make_demo_once_exits_zero_after_green_runs_of_both_dags(plain_server: ServerInfo) -> None:
+def test_make_demo_once_exits_zero_after_green_runs_of_its_dags(plain_server: ServerInfo) -> None:
     home = AIRFLOW_DIR / "pytest-demo-once"
     result = subprocess.run(
         ["make", "--no-print-directory", "demo", "ONCE=1", f"DEMO_HOME={home}"],
@@ -43,7 +43,7 @@ def test_make_demo_once_exits_zero_after_green_runs_of_both_dags(plain_server: S
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
-    for dag in DEMO_DAGS:
+    for dag in (*DEMO_DAGS, EXECUTOR_DAG):
         # Each Dag's run is reported by its id, and its last task logged the line that it
         # writes only once every check of the Dag passed.
         assert f"__{dag.dag_id}: success in " in result.stdout, result.stdout[-4000:]
@@ -69,6 +69,13 @@ def test_make_demo_once_exits_zero_after_green_runs_of_both_dags(plain_server: S
     assert "which holds its requirements: osb-demo-words==1.0." in operator, operator
     ticks = [operator.index(f"[long_command] [sandbox stdout] tick {n}") for n in (1, 2, 3)]
     assert ticks == sorted(ticks), operator
+    # The executor Dag's three mapped tries ran on three sandboxes, said by its last task, and
+    # Airflow recorded each try on a host of its own.
+    executor = _section(result.stdout, EXECUTOR_DAG.dag_id)
+    assert "[check] three tries on three sandboxes" in executor, executor
+    ran_on = re.compile(r"^  where\[(\d)\]: success on (\S+)$", re.MULTILINE)
+    hosts = {match[1]: match[2] for match in ran_on.finditer(result.stdout)}
+    assert sorted(hosts) == ["0", "1", "2"] and len(set(hosts.values())) == 3, result.stdout
     assert "Login: admin / " in result.stdout
     assert "Airflow stopped." in result.stdout
     assert _recorded_pids(home) == [], "a component's PID file outlived the demo"

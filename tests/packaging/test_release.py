@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from dev.airflow_stack.executor_site import EXECUTOR
 from dev.airflow_stack.running import CONN_ID
 from dev.stack.state import ServerInfo
 from tests.packaging import importtime
@@ -174,9 +175,10 @@ def test_the_installed_wheel_registers_the_provider_and_parses_every_system_test
 ) -> None:
     dags = with_extra.home / "dags"
     shutil.copytree(SYSTEM_TESTS, dags, ignore=shutil.ignore_patterns("__pycache__"))
-    result = with_extra.run(
-        "-c", _AS_AIRFLOW_SEES_IT, str(dags), env={"AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    )
+    # The executor's Dag parses only where its executor is configured, the installed one.
+    executors = f"LocalExecutor,{EXECUTOR}"
+    env = {"AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__EXECUTOR": executors}
+    result = with_extra.run("-c", _AS_AIRFLOW_SEES_IT, str(dags), env=env)
     seen = json.loads(result.stdout.splitlines()[-1])
     assert seen["version"] == project()["version"]
     assert seen["info"], "Airflow read other provider info than get_provider_info returns"
@@ -184,6 +186,7 @@ def test_the_installed_wheel_registers_the_provider_and_parses_every_system_test
     assert "opensandbox" in seen["plugins"]
     assert seen["errors"] == []
     assert seen["dags"] == [
+        "example_opensandbox_executor",
         "example_opensandbox_maintenance",
         "example_opensandbox_operator",
         "example_sandbox_toolset_opensandbox",
