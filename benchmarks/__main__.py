@@ -16,7 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks import children, emission, latency, parsing, warm_pool, workloads
+from benchmarks import (
+    children,
+    emission,
+    executor_overhead,
+    latency,
+    parsing,
+    warm_pool,
+    workloads,
+)
 from benchmarks.report import exit_status, render, write_json
 from benchmarks.rows import build_rows
 from benchmarks.subjects import BACKENDS, SUBJECTS, make_subject
@@ -24,7 +32,17 @@ from dev.stack.state import read_state
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts"
-CASES = ("latency", "lines", "parsing", "no-newline", "export", "stall", "agents", "pool")
+CASES = (
+    "latency",
+    "lines",
+    "parsing",
+    "no-newline",
+    "export",
+    "stall",
+    "agents",
+    "pool",
+    "executor",
+)
 
 
 def run_children(requests: list[tuple[dict, float]], *, parallel: bool = False) -> list[dict]:
@@ -114,6 +132,9 @@ def measure(names: list[str], cases: list[str]) -> dict:
     if "pool" in cases:
         print(f"bench: (g) first command, cold and from a warm pool, {warm_pool.RUNS} each ...")
         raw["pool"] = warm_pool.measure(server, state.sandbox_image)
+    if "executor" in cases:
+        print(f"bench: (h) a task's overhead on each executor, {executor_overhead.RUNS} tries each")
+        raw["executor"] = executor_overhead.measure(state)
     return raw
 
 

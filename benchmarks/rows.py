@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from benchmarks import children, parsing, warm_pool, workloads
+from benchmarks import children, executor_overhead, parsing, warm_pool, workloads
 from benchmarks.report import (
     Goal,
     Row,
@@ -382,7 +382,74 @@ POOL_ROWS = (
 )
 
 
+def _executor_part(name: str, span: str) -> Callable[[dict], Results | None]:
+    """One executor's span of case (h), as ours: the case has no other subject."""
+
+    def select(raw: dict) -> Results | None:
+        if "executor" not in raw:
+            return None
+        result = raw["executor"][name]
+        return {"ours": result if "error" in result else result[span]}
+
+    return select
+
+
+def _executor_goals(raw: dict) -> list[Goal]:
+    """From a warm pool, queued to running at most twice LocalExecutor's, at the median."""
+    local = _value(raw["executor"]["local"].get("queued_to_running"), "median_s")
+
+    def check(row: Row) -> bool | None:
+        ours = row.values.get("ours")
+        return None if ours is None or local is None else ours <= 2 * local
+
+    shown = "n/a" if local is None else f"{local:.2f} s"
+    return [
+        Goal(f"ours <= 2x LocalExecutor's median ({shown})", check),
+        Goal(
+            "ours <= 1/5 of KubernetesExecutor's",
+            lambda row: "not measured: this machine runs no cluster for KubernetesExecutor",
+        ),
+    ]
+
+
+# Case (h)'s executors, as the titles name them.
+EXECUTORS = {
+    "warm": "OpenSandboxExecutor from a warm pool",
+    "cold": "OpenSandboxExecutor cold",
+    "local": "LocalExecutor",
+    "celery": "CeleryExecutor, the celery topology's workers",
+}
+# The row the goals are about.
+EXECUTOR_HEADLINE = ("warm", "queued_to_running", "median")
+EXECUTOR_NOTE = (
+    "a task that returns at once; each executor's value is in the ours column. A warm row's "
+    "tries that found the pool empty were created cold: the raw results say how many took a "
+    "pooled sandbox ('from_pool')."
+)
+
+
+def _executor_row(name: str, span: str, stat: str) -> RowDef:
+    headline = (name, span, stat) == EXECUTOR_HEADLINE
+    return RowDef(
+        "h",
+        f"{EXECUTORS[name]}: {span.replace('_', ' ')}, {stat} of {executor_overhead.RUNS}",
+        "s",
+        _executor_part(name, span),
+        f"{stat}_s",
+        goals=_executor_goals if headline else (),
+        notes=[EXECUTOR_NOTE] if headline else (),
+    )
+
+
+EXECUTOR_ROWS = tuple(
+    _executor_row(name, span, stat)
+    for span in ("queued_to_running", "queued_to_success")
+    for name in EXECUTORS
+    for stat in ("median", "p95")
+)
+
+
 def build_rows(raw: dict) -> list[Row]:
     """The table for a run's raw results: a row for every case it ran."""
-    built = (definition.build(raw) for definition in (*ROWS, *POOL_ROWS))
+    built = (definition.build(raw) for definition in (*ROWS, *POOL_ROWS, *EXECUTOR_ROWS))
     return [row for row in built if row is not None]

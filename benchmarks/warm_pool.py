@@ -63,7 +63,7 @@ def measure(server: ServerInfo, image: str) -> dict[str, Any]:
                 keeper.join(timeout=60)
                 drain(pool)
     ratio = statistics.median(warm) / statistics.median(cold)
-    return {"cold": _summary(cold), "warm": {**_summary(warm), "to_cold": ratio}, "idle": idle}
+    return {"cold": summary(cold), "warm": {**summary(warm), "to_cold": ratio}, "idle": idle}
 
 
 def _keep(pool: WarmPool, stop: Any) -> None:
@@ -152,11 +152,12 @@ def _rss_mib(pid: int | None) -> float:
     raise RuntimeError(f"Process {pid} reports no resident set size.")
 
 
-def _summary(values: list[float]) -> dict[str, float]:
+def summary(values: list[float]) -> dict[str, float]:
+    """The median and the 95th percentile of ``values``, in seconds, and how many there were."""
     ordered = sorted(values)
     return {
         "median_s": statistics.median(values),
-        # The 19th of 20: the nearest rank at or above 95%.
+        # The nearest rank at or above 95%: the 19th of 20, the 29th of 30.
         "p95_s": ordered[max(0, -(-len(ordered) * 95 // 100) - 1)],
         "n": len(values),
     }

@@ -1,5 +1,5 @@
-"""A local Airflow with the OpenSandboxExecutor beside its default executor, as ``make demo``
-and tests/airflow_path/test_executor.py run it.
+"""A local Airflow with the OpenSandboxExecutor beside its default executor, and the keeper of
+its warm pool, as ``make demo``, ``make bench`` and tests/airflow_path/test_executor.py run it.
 
 A try's sandbox reaches the execution API by the stack resolver's allowed name, which points at
 the Docker bridge's address, and its egress allows that name alone (docs/executor.rst, "How the
@@ -10,8 +10,17 @@ celery topology, whose api-server listens on a bridge of its own, a forward does
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 
+from dev.airflow_stack import components
 from dev.airflow_stack.home import AirflowSite
 from dev.stack import images, task_sdk_image
 from dev.stack.engine import BRIDGE_IP
@@ -19,6 +28,11 @@ from dev.stack.resolver import ALLOWED_NAME
 from dev.stack.state import ServerInfo
 
 EXECUTOR = "opensandbox_provider.executors.OpenSandboxExecutor"
+# A keeper imports Airflow and the pool's module, then starts its sandboxes.
+POOL_FILLED_TIMEOUT = 180.0
+POOL_FILE = Path(__file__).with_name("executor_pool.py")
+# The pool as its keeper and the executor's warm_pool option name it, from the Dags folder.
+POOL_REFERENCE = f"{POOL_FILE.stem}:TRIES"
 
 
 def executor_settings(
@@ -45,3 +59,74 @@ def with_executor(site: AirflowSite, server: ServerInfo, *, conn_id: str) -> Air
     Docker bridge."""
     settings = executor_settings(site, server, conn_id=conn_id, default_executor="LocalExecutor")
     return replace(site, host=BRIDGE_IP, settings={**site.settings, **settings})
+
+
+def with_warm_pool(site: AirflowSite, *, name: str, store: str, size: int) -> AirflowSite:
+    """``site``, whose executor draws from the warm pool ``name`` of ``size`` sandboxes kept in
+    the Redis ``store``, its module (executor_pool.py) linked into the Dags folder; run its keeper
+    with :func:`kept_pool`."""
+    dags = site.home / "dags"
+    link = dags / POOL_FILE.name
+    if not link.is_symlink():
+        link.symlink_to(POOL_FILE)
+    # The pool's module is imported from the Dags folder, which Airflow's scheduler does not
+    # put on its path by itself.
+    path = [str(dags), *filter(None, [os.environ.get("PYTHONPATH")])]
+    settings = {
+        "OPENSANDBOX_EXECUTOR_POOL_NAME": name,
+        "OPENSANDBOX_EXECUTOR_POOL_STORE": store,
+        "OPENSANDBOX_EXECUTOR_POOL_SIZE": str(size),
+        "AIRFLOW__OPENSANDBOX_EXECUTOR__WARM_POOL": POOL_REFERENCE,
+        "PYTHONPATH": os.pathsep.join(path),
+    }
+    return replace(site, settings={**site.settings, **settings})
+
+
+def _pool_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "opensandbox_provider.pool", *args]
+
+
+def wait_until_full(site: AirflowSite, keeper: subprocess.Popen[bytes]) -> None:
+    """Until every sandbox of the site's warm pool is idle, as its keeper ``keeper`` keeps it."""
+    deadline = time.monotonic() + POOL_FILLED_TIMEOUT
+    while True:
+        status = subprocess.run(
+            _pool_command("status", POOL_REFERENCE),
+            cwd=site.home / "dags",
+            env=site.environment(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        counts = re.search(r"(\d+) of (\d+) idle\.$", status.stdout.strip())
+        if counts and counts[1] == counts[2]:
+            return
+        if keeper.poll() is not None:
+            raise RuntimeError(f"The pool's keeper exited: {status.stderr}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"The pool was not filled: {status.stdout}{status.stderr}")
+        time.sleep(1)
+
+
+@contextmanager
+def kept_pool(site: AirflowSite) -> Iterator[Callable[[], None]]:
+    """The keeper of the site's warm pool (:func:`with_warm_pool`), with the site's own options,
+    once the pool is full; then the pool drained, so that no idle sandbox outlives it. Yields
+    what waits until it is full again."""
+    dags, environment = site.home / "dags", site.environment()
+    with components.log_file(site.home, "pool-keeper").open("ab") as log:
+        keeper = subprocess.Popen(
+            _pool_command("keep", POOL_REFERENCE),
+            cwd=dags,
+            env=environment,
+            stdout=log,
+            stderr=log,
+        )
+    try:
+        wait_until_full(site, keeper)
+        yield lambda: wait_until_full(site, keeper)
+    finally:
+        keeper.terminate()
+        keeper.wait(timeout=30)
+        drain = _pool_command("drain", POOL_REFERENCE)
+        subprocess.run(drain, cwd=dags, env=environment, check=False, timeout=120)

@@ -12,11 +12,8 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from dev.airflow_stack import components
-from dev.airflow_stack.executor_site import with_executor
+from dev.airflow_stack.executor_site import kept_pool, with_executor, with_warm_pool
 from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
 from dev.airflow_stack.running import CONN_ID, RunningAirflow, running_airflow, trigger
 from dev.stack.state import ServerInfo, StackState
@@ -32,16 +29,13 @@ from opensandbox_provider._identity import identity_metadata
 from tests.airflow_path import executor_dag
 
 DAG_FILE = Path(executor_dag.__file__)
-POOL_FILE = DAG_FILE.with_name("executor_pool.py")
-# The keeper imports Airflow and the pool's module, then starts one sandbox.
-POOL_FILLED_TIMEOUT = 120.0
 RUN_TIMEOUT = 300.0
 # A try's sandbox starts, then the Task SDK in it imports Airflow and reports to the API server.
 RUNNING_TIMEOUT = 120.0
 LOG_TIMEOUT = 60.0
 # What a user marking a task failed in the UI may expect: its sandbox gone this soon after.
 MARKED_FAILED_BOUND = 10.0
-# The warm pool the tries draw from (executor_pool.py).
+# The warm pool the tries draw from.
 POOL_NAME = "executor-tries"
 
 
@@ -55,63 +49,19 @@ def airflow(stack: StackState, dns_nft_server: ServerInfo) -> Iterator[RunningAi
     home = AIRFLOW_DIR / "executor"
     components.stop(home)  # left running by an interrupted earlier session
     shutil.rmtree(home, ignore_errors=True)
-    prepared = AirflowSite.prepare(home, extra_dags=[DAG_FILE, POOL_FILE])
+    prepared = AirflowSite.prepare(home, extra_dags=[DAG_FILE])
     site = with_executor(prepared, dns_nft_server, conn_id=CONN_ID)
-    # The pool's module is imported from the Dags folder, which Airflow's scheduler does not
-    # put on its path by itself.
-    path = [str(site.home / "dags"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    site = with_warm_pool(site, name=POOL_NAME, store=stack.redis_url, size=1)
     settings = {
-        # The name and the Redis executor_pool.py makes its pool with.
-        "OPENSANDBOX_EXECUTOR_POOL_NAME": POOL_NAME,
-        "OPENSANDBOX_EXECUTOR_POOL_STORE": stack.redis_url,
-        "AIRFLOW__OPENSANDBOX_EXECUTOR__WARM_POOL": f"{POOL_FILE.stem}:TRIES",
         # A killed scheduler's tries are up for adoption this soon after its last heartbeat,
         # which a live one sends often enough to stay healthy on a loaded machine.
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "10",
         "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "5",
-        "PYTHONPATH": os.pathsep.join(path),
     }
     site = replace(site, settings={**site.settings, **settings})
-    with running_airflow(site) as running, _kept_pool(site):
+    with running_airflow(site) as running, kept_pool(site):
         yield running
-
-
-@contextmanager
-def _kept_pool(site: AirflowSite) -> Iterator[None]:
-    """The pool's keeper, with the Airflow's own options, until the module ends; then the pool
-    drained, so that no idle sandbox outlives it."""
-    command = [sys.executable, "-m", "opensandbox_provider.pool"]
-    reference = f"{POOL_FILE.stem}:TRIES"
-    environment = site.environment()
-    dags = site.home / "dags"
-    with components.log_file(site.home, "pool-keeper").open("ab") as log:
-        keeper = subprocess.Popen(
-            [*command, "keep", reference], cwd=dags, env=environment, stdout=log, stderr=log
-        )
-    try:
-        deadline = time.monotonic() + POOL_FILLED_TIMEOUT
-        while True:
-            status = subprocess.run(
-                [*command, "status", reference],
-                cwd=dags,
-                env=environment,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            if status.stdout.strip().endswith("1 of 1 idle."):
-                break
-            assert keeper.poll() is None, f"The pool's keeper exited: {status.stderr}"
-            assert time.monotonic() < deadline, f"The pool was not filled: {status.stderr}"
-            time.sleep(1)
-        yield
-    finally:
-        keeper.terminate()
-        keeper.wait(timeout=30)
-        subprocess.run(
-            [*command, "drain", reference], cwd=dags, env=environment, check=False, timeout=120
-        )
 
 
 def _sandboxes_of(server: ServerInfo, dag_id: str, run_id: str) -> list[str]:

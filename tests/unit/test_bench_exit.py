@@ -49,3 +49,46 @@ def test_a_goal_the_others_cannot_be_judged_on_does_not_fail_the_run() -> None:
     raw = {"echo": {"ours": {"median_s": 0.1}, "sdk": {"error": "refused"}}}
     assert [verdict for _, verdict in build_rows(raw)[0].verdicts()] == ["n/a", "met"]
     assert shortfalls(build_rows(raw)) == []
+
+
+def _executor_case(warm_median: float, *, celery: dict | None = None) -> dict:
+    """Case (h) with LocalExecutor's queued-to-running median at 1 s."""
+
+    def spans(median: float) -> dict:
+        stats = {"median_s": median, "p95_s": median * 2, "n": 30}
+        return {"queued_to_running": stats, "queued_to_success": stats}
+
+    return {
+        "executor": {
+            "warm": {**spans(warm_median), "from_pool": 30},
+            "cold": spans(4.0),
+            "local": spans(1.0),
+            "celery": celery if celery is not None else spans(1.5),
+        }
+    }
+
+
+def test_the_executor_from_a_warm_pool_is_held_to_twice_localexecutors_median() -> None:
+    met, missed = build_rows(_executor_case(2.0)), build_rows(_executor_case(2.1))
+    headline = "[h] OpenSandboxExecutor from a warm pool: queued to running, median of 30"
+    assert shortfalls(met) == []
+    assert shortfalls(missed) == [f"{headline}: ours <= 2x LocalExecutor's median (1.00 s) NOT MET"]
+    # Each executor's two spans, median and p95: 16 rows, each executor's values its own.
+    assert len(met) == 16
+    values = {row.title: row.values["ours"] for row in met}
+    assert values["OpenSandboxExecutor cold: queued to success, p95 of 30"] == 8.0
+    assert (
+        values["CeleryExecutor, the celery topology's workers: queued to running, median of 30"]
+        == 1.5
+    )
+    # KubernetesExecutor's goal says it was not measured here, which fails nothing.
+    verdicts = dict(met[0].verdicts())
+    assert verdicts["ours <= 1/5 of KubernetesExecutor's"].startswith("not measured")
+
+
+def test_an_executor_without_a_result_fails_the_run_naming_its_rows() -> None:
+    rows = build_rows(_executor_case(1.5, celery={"error": "run as root"}))
+    missed = shortfalls(rows)
+    assert len(missed) == 4
+    assert all(line.startswith("[h] CeleryExecutor") for line in missed), missed
+    assert all(line.endswith("no result for ours") for line in missed), missed

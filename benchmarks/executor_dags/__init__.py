@@ -1,0 +1,1 @@
+"""Dag files of the bench's executor case, linked into its Airflows' Dags folders."""
