@@ -146,15 +146,16 @@ docs: setup
 
 # The local stack plus Airflow 3 (.airflow/demo), each system-test Dag run once, their logs'
 # key lines, the UI address and the login; up until Ctrl-C. ONCE=1 exits after the runs, 0
-# when both succeeded; AIRFLOW_PORT=<port> picks the api-server's port, DEMO_HOME
-# another Airflow home. TOPOLOGY=celery runs the Dags on the celery topology instead
-# (docs/local-stack.rst, "Celery topology"; as root), in .airflow/demo-celery, and says which
-# worker ran each task.
+# when all succeeded; AIRFLOW_PORT=<port> picks the api-server's port, DEMO_HOME another
+# Airflow home, DAGS="<dag id> ..." which system-test Dags run (all by default).
+# TOPOLOGY=celery runs the Dags on the celery topology instead (docs/local-stack.rst, "Celery
+# topology"; as root), in .airflow/demo-celery, and says which worker ran each task.
 TOPOLOGY ?=
 DEMO_HOME ?= .airflow/demo$(if $(TOPOLOGY),-$(TOPOLOGY))
 demo: setup
 	$(STACK) run -- $(PY) -m dev.airflow_stack demo --home $(DEMO_HOME) $(if $(ONCE),--once) \
-	  $(if $(AIRFLOW_PORT),--port $(AIRFLOW_PORT)) $(if $(TOPOLOGY),--topology $(TOPOLOGY))
+	  $(if $(AIRFLOW_PORT),--port $(AIRFLOW_PORT)) $(if $(TOPOLOGY),--topology $(TOPOLOGY)) \
+	  $(foreach dag,$(DAGS),--dag $(dag))
 
 # Our backend beside common-ai's built-in one and the raw SDK, on the local stack, in one run
 # (~15 min): the table of ratios against the speed and memory goals, and artifacts/bench.json.

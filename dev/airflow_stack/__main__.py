@@ -17,6 +17,7 @@ from dev.airflow_stack.home import AIRFLOW_DIR, EXECUTOR_DAG_FILE, AirflowSite
 from dev.airflow_stack.running import (
     DEMO_DAGS,
     EXECUTOR_DAG,
+    OPERATOR_DAG,
     USERNAME,
     DagRunOutcome,
     RunningAirflow,
@@ -28,6 +29,8 @@ from dev.stack.state import read_state
 
 # The executor's own connection, beside the opensandbox_default the other Dags use.
 EXECUTOR_CONN_ID = "opensandbox_executor"
+# What the demo runs, side by side, unless told to run fewer.
+ALL_DEMO_DAGS = (*DEMO_DAGS, EXECUTOR_DAG)
 
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -56,7 +59,15 @@ def _report(airflow: RunningAirflow, outcome: DagRunOutcome) -> None:
     _say(f"Log:   {airflow.task_url(outcome.run_id, dag_id=dag.dag_id, task_id=last_task)}")
 
 
-def demo(*, once: bool, port: int | None, home: Path, timeout: float, topology: str) -> int:
+def demo(
+    *,
+    dag_ids: list[str] | None = None,
+    once: bool,
+    port: int | None,
+    home: Path,
+    timeout: float,
+    topology: str,
+) -> int:
     # The plain server runs no egress sidecar, which is what the system-test Dag's open spec needs.
     stack = read_state()
     server = stack.servers["plain"]
@@ -82,10 +93,10 @@ def demo(*, once: bool, port: int | None, home: Path, timeout: float, topology: 
         default_executor = "LocalExecutor"
     _say(f"Executors: {default_executor}, and the OpenSandboxExecutor for the executor Dag's")
     _say(f"tries, each in a sandbox of its own on the {executor_on.name} server.")
-    dags = (*DEMO_DAGS, EXECUTOR_DAG)
+    dags = tuple(dag for dag in ALL_DEMO_DAGS if not dag_ids or dag.dag_id in dag_ids)
     # Only on the local topology: the celery topology's workers cannot reach the stack's Redis
-    # on loopback, so its pooled task creates its sandbox cold.
-    pooled = layout is LOCAL and bool(stack.redis_url)
+    # on loopback, so its pooled task creates its sandbox cold. Only the operator Dag draws.
+    pooled = layout is LOCAL and bool(stack.redis_url) and OPERATOR_DAG in dags
     if pooled:
         use_store(stack.redis_url)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
@@ -142,8 +153,15 @@ def main(argv: list[str]) -> int:
         default="local",
         help="local: every component here, LocalExecutor; celery: docs/local-stack.rst",
     )
+    run.add_argument(
+        "--dag",
+        action="append",
+        choices=[dag.dag_id for dag in ALL_DEMO_DAGS],
+        help="run this system-test Dag only (repeat for several; default: all of them)",
+    )
     args = parser.parse_args(argv)
     return demo(
+        dag_ids=args.dag,
         once=args.once,
         port=args.port,
         home=args.home.resolve(),
