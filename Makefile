@@ -158,7 +158,8 @@ demo: setup
 	  $(foreach dag,$(DAGS),--dag $(dag))
 
 # Our backend beside common-ai's built-in one and the raw SDK, on the local stack, in one run
-# (~15 min): the table of ratios against the speed and memory goals, and artifacts/bench.json.
+# (~20 min, the executor case about 5 of them): the table of ratios against the speed and memory
+# goals, and artifacts/bench.json.
 # It exits 1, naming the rows, when a goal is NOT MET or a row has no result for ours; it is
 # not a gate of `make test`.
 # RUNTIME=kubernetes compares the runtimes instead (benchmarks/runtimes.py, ~10 min): our

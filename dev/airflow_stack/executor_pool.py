@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+from airflow.configuration import conf
+
 from opensandbox_provider.executors import sandbox_spec
 from opensandbox_provider.pool import WarmPool
 
@@ -24,6 +26,8 @@ TRIES = WarmPool(
     store=os.environ["OPENSANDBOX_EXECUTOR_POOL_STORE"],
     image=os.environ["AIRFLOW__OPENSANDBOX_EXECUTOR__IMAGE"],
     spec=sandbox_spec(),
+    # The executor's connection: a pool on another is not the one its tries may draw from.
+    opensandbox_conn_id=conf.get("opensandbox_executor", "opensandbox_conn_id"),
     # Short, so that an idle sandbox an interrupted run left behind ends soon by itself.
     idle_lease=120,
 )
