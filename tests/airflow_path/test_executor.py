@@ -29,7 +29,9 @@ from opensandbox_provider._identity import identity_metadata
 from tests.airflow_path import executor_dag
 
 DAG_FILE = Path(executor_dag.__file__)
-RUN_TIMEOUT = 300.0
+# Only keeps a hang finite: the 50 mapped tries' run took 118 s alone, and over 6 min beside
+# the whole suite on two cores, each try starting a sandbox and Airflow's Task SDK in it.
+RUN_TIMEOUT = 900.0
 # A try's sandbox starts, then the Task SDK in it imports Airflow and reports to the API server.
 RUNNING_TIMEOUT = 120.0
 LOG_TIMEOUT = 60.0
