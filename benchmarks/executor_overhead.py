@@ -61,7 +61,7 @@ def _local_airflow(state: StackState, server: ServerInfo) -> Iterator[tuple[Runn
     components.stop(HOME)  # left running by an interrupted earlier run
     shutil.rmtree(HOME, ignore_errors=True)
     site = AirflowSite.prepare(HOME, extra_dags=DAG_FILES)
-    site = with_executor(site, server, conn_id=EXECUTOR_CONN_ID)
+    site = with_executor(site, server, conn_id=EXECUTOR_CONN_ID, bridge_ip=state.bridge_ip)
     site = with_warm_pool(site, name="bench-executor", store=state.redis_url, size=POOL_SIZE)
     with running_airflow(site) as airflow, kept_pool(site) as refill:
         yield airflow, refill

@@ -1,13 +1,15 @@
 """Which tests a run against OpenSandbox's Kubernetes runtime holds (``RUNTIME=kubernetes``).
 
-Those of the backend, the operator, the decorator, egress and the system-test Dags against a
-server, whatever its runtime, and the faults made inside a sandbox. Left out: the unit tests
-(no server at all, so nothing the runtime changes); the stand-ins' conformance and the stack's
-own tests; the local Airflow and the celery topology, which run against the Docker stack; the
-faults made with servers of the tests' own, which are Docker-mode servers; the network faults
-between a worker in a namespace of its own and the sandbox, whose namespace reaches only the
-Docker stack's servers. The sixteen concurrent agent runs of test_load.py run there too: the
-connection's requests (dev/kube/opensandbox.py) let the two-core node hold sixteen sandboxes.
+Those of the backend, the operator, the decorator, egress, the system-test Dags and the
+OpenSandboxExecutor against a server, whatever its runtime (the executor's local Airflow then
+listens on the pod bridge's gateway, where a try's pod reaches it), and the faults made inside
+a sandbox. Left out: the unit tests (no server at all, so nothing the runtime changes); the
+stand-ins' conformance and the stack's own tests; the UI's browser test and the celery
+topology, which run against the Docker stack; the faults made with servers of the tests' own,
+which are Docker-mode servers; the network faults between a worker in a namespace of its own
+and the sandbox, whose namespace reaches only the Docker stack's servers. The sixteen
+concurrent agent runs of test_load.py run there too: the connection's requests
+(dev/kube/opensandbox.py) let the two-core node hold sixteen sandboxes.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ ON_KUBERNETES = (
     "reliability/test_load.py",
     "airflow_path/test_system_test_dag.py",
     "airflow_path/test_operator_dag.py",
+    "airflow_path/test_executor.py",
 )
 
 

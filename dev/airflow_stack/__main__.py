@@ -89,7 +89,7 @@ def demo(
     else:
         site, layout = AirflowSite.prepare(home, port=port, extra_dags=[EXECUTOR_DAG_FILE]), LOCAL
         # The api-server then listens on the Docker bridge, where the sandboxes reach it.
-        site = with_executor(site, executor_on, conn_id=EXECUTOR_CONN_ID)
+        site = with_executor(site, executor_on, conn_id=EXECUTOR_CONN_ID, bridge_ip=stack.bridge_ip)
         default_executor = "LocalExecutor"
     _say(f"Executors: {default_executor}, and the OpenSandboxExecutor for the executor Dag's")
     _say(f"tries, each in a sandbox of its own on the {executor_on.name} server.")

@@ -190,11 +190,13 @@ def prepare(
     extra_dags: Sequence[Path] = (),
     extra_server_ports: Sequence[int] = (),
     executor_on: ServerInfo | None = None,
-    executor_conn_id: str = "opensandbox_executor",
+    executor_conn_id: str | None = None,
 ) -> tuple[AirflowSite, CeleryTopology]:
     """The site in ``home`` configured for the celery topology, and the topology to start;
     with ``executor_on``, the OpenSandboxExecutor beside CeleryExecutor, its tries on that
-    server through the connection ``executor_conn_id``."""
+    server through the connection ``executor_conn_id`` (then required)."""
+    if executor_on is not None and executor_conn_id is None:
+        raise ValueError("The executor's server needs the id of the connection it is made as.")
     site = AirflowSite.prepare(home, port=port, extra_dags=extra_dags)
     (home / "run").mkdir(exist_ok=True)
     # Hex, so that the passwords go into URLs as they are.
@@ -227,6 +229,7 @@ def prepare(
     site = dataclasses.replace(site, host=network.BRIDGE_IP, settings=settings)
     if executor_on is None:
         return site, CeleryTopology(database, broker, tuple(extra_server_ports))
+    assert executor_conn_id is not None  # checked above, before anything was made
     beside = executor_settings(
         site, executor_on, conn_id=executor_conn_id, default_executor="CeleryExecutor"
     )

@@ -2,34 +2,28 @@
 its warm pool, as ``make demo``, ``make bench`` and tests/airflow_path/test_executor.py run it.
 
 A try's sandbox reaches the execution API by the stack resolver's allowed name, which points at
-the Docker bridge's address, and its egress allows that name alone (docs/executor.rst, "How the
-API server must be reachable"): so the api-server listens on the Docker bridge, or, on the
-celery topology, whose api-server listens on a bridge of its own, a forward does
+the bridge its sandboxes reach this host by (the Docker bridge; on the local cluster, the pod
+bridge's gateway), and its egress allows that name alone (docs/executor.rst, "How the API server
+must be reachable"): so the api-server listens on that bridge, or, on the celery topology, whose
+api-server listens on a bridge of its own, a forward does
 (:mod:`dev.airflow_stack.celery_topology`).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from dev.airflow_stack import components
+from dev.airflow_stack import components, pool_keeper
 from dev.airflow_stack.home import AirflowSite
 from dev.stack import images, task_sdk_image
-from dev.stack.engine import BRIDGE_IP
 from dev.stack.resolver import ALLOWED_NAME
 from dev.stack.state import ServerInfo
 
 EXECUTOR = "opensandbox_provider.executors.OpenSandboxExecutor"
-# A keeper imports Airflow and the pool's module, then starts its sandboxes.
-POOL_FILLED_TIMEOUT = 180.0
 POOL_FILE = Path(__file__).with_name("executor_pool.py")
 # The pool as its keeper and the executor's warm_pool option name it, from the Dags folder.
 POOL_REFERENCE = f"{POOL_FILE.stem}:TRIES"
@@ -54,11 +48,14 @@ def executor_settings(
     }
 
 
-def with_executor(site: AirflowSite, server: ServerInfo, *, conn_id: str) -> AirflowSite:
+def with_executor(
+    site: AirflowSite, server: ServerInfo, *, conn_id: str, bridge_ip: str
+) -> AirflowSite:
     """The local ``site`` with the executor beside LocalExecutor and its api-server on the
-    Docker bridge."""
+    bridge the server's sandboxes reach this host by, ``bridge_ip`` (the stack state's: the
+    Docker bridge's, or on the local cluster the pod bridge's gateway)."""
     settings = executor_settings(site, server, conn_id=conn_id, default_executor="LocalExecutor")
-    return replace(site, host=BRIDGE_IP, settings={**site.settings, **settings})
+    return replace(site, host=bridge_ip, settings={**site.settings, **settings})
 
 
 def with_warm_pool(site: AirflowSite, *, name: str, store: str, size: int) -> AirflowSite:
@@ -82,51 +79,13 @@ def with_warm_pool(site: AirflowSite, *, name: str, store: str, size: int) -> Ai
     return replace(site, settings={**site.settings, **settings})
 
 
-def _pool_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "opensandbox_provider.pool", *args]
-
-
-def wait_until_full(site: AirflowSite, keeper: subprocess.Popen[bytes]) -> None:
-    """Until every sandbox of the site's warm pool is idle, as its keeper ``keeper`` keeps it."""
-    deadline = time.monotonic() + POOL_FILLED_TIMEOUT
-    while True:
-        status = subprocess.run(
-            _pool_command("status", POOL_REFERENCE),
-            cwd=site.home / "dags",
-            env=site.environment(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        counts = re.search(r"(\d+) of (\d+) idle\.$", status.stdout.strip())
-        if counts and counts[1] == counts[2]:
-            return
-        if keeper.poll() is not None:
-            raise RuntimeError(f"The pool's keeper exited: {status.stderr}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"The pool was not filled: {status.stdout}{status.stderr}")
-        time.sleep(1)
-
-
 @contextmanager
-def kept_pool(site: AirflowSite) -> Iterator[Callable[[], None]]:
+def kept_pool(site: AirflowSite) -> Iterator[Callable[[], str]]:
     """The keeper of the site's warm pool (:func:`with_warm_pool`), with the site's own options,
-    once the pool is full; then the pool drained, so that no idle sandbox outlives it. Yields
-    what waits until it is full again."""
-    dags, environment = site.home / "dags", site.environment()
-    with components.log_file(site.home, "pool-keeper").open("ab") as log:
-        keeper = subprocess.Popen(
-            _pool_command("keep", POOL_REFERENCE),
-            cwd=dags,
-            env=environment,
-            stdout=log,
-            stderr=log,
-        )
-    try:
-        wait_until_full(site, keeper)
-        yield lambda: wait_until_full(site, keeper)
-    finally:
-        keeper.terminate()
-        keeper.wait(timeout=30)
-        drain = _pool_command("drain", POOL_REFERENCE)
-        subprocess.run(drain, cwd=dags, env=environment, check=False, timeout=120)
+    once the pool is full. Yields what waits until it is full again."""
+    log = components.log_file(site.home, "pool-keeper")
+    folder, environment = site.home / "dags", site.environment()
+    with pool_keeper.kept_pool(
+        POOL_REFERENCE, folder=folder, environment=environment, log=log
+    ) as keeper:
+        yield keeper.wait_until_full

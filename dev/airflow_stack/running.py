@@ -55,7 +55,7 @@ OPERATOR_DAG = SystemTestDag(
 )
 # What `make demo` runs, side by side: an agent's sandbox, and sandboxes with no agent.
 DEMO_DAGS = (TOOLSET_DAG, OPERATOR_DAG)
-# And, where the executor is configured (the local topology), whole tasks in sandboxes; the
+# And, where the executor is configured (either topology), whole tasks in sandboxes; the
 # mapped tries' logs are left out of the story, the last task says what they found.
 EXECUTOR_DAG = SystemTestDag(
     "example_opensandbox_executor", ("beside", "check"), "opensandbox executor e2e passed"

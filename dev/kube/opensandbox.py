@@ -38,8 +38,9 @@ from dev.kube import (
 from dev.kube.paths import ADMIN_KUBECONFIG, CONTAINERD_SOCKET, KUBE_DIR, PROCESSES, REPO
 from dev.kube.paths import SERVER_STATE_FILE as STATE_FILE
 from dev.stack import servers as stack_servers
-from dev.stack import wheelhouse
+from dev.stack import task_sdk_image, wheelhouse
 from dev.stack.engine import ensure_host_packages
+from dev.stack.images import image_id
 from dev.stack.paths import SERVER_VENV
 from dev.stack.resolver import DEFAULT_ZONE
 from dev.stack.state import ServerInfo, StackState, read_state
@@ -136,7 +137,7 @@ def up() -> StackState:
     gateway = ingress.configured()
     servers = servers_to_run(agent is not None, gateway is not None)
     docker_stack = read_state("docker")
-    for image in dict.fromkeys(docker_stack.images.values()):
+    for image in _images_to_load(docker_stack):
         # Loaded on every `up`: the stack may have rebuilt a stand-in since the last one.
         runtime.load_docker_image(image)
     kubectl("apply", "--server-side", "-f", str(crds))
@@ -194,6 +195,9 @@ def up() -> StackState:
         resolver={"host": network.RESOLVER_IP, "port": RESOLVER_PORT, "zone": ZONE},
         images=docker_stack.images,
         image_kinds=docker_stack.image_kinds,
+        # The Docker stack's Redis, on loopback: warm pools' state is kept by this host's
+        # processes (keepers, schedulers), whichever runtime makes their sandboxes.
+        redis_url=docker_stack.redis_url,
         host_mounts=str(HOST_MOUNTS),
         snapshots=committer is not None,
     )
@@ -386,6 +390,15 @@ def _ensure_snapshot_registry(committer: str) -> None:
         snapshots.PROCESS,
     )
     runtime.load_docker_image(committer)
+
+
+def _images_to_load(docker_stack: StackState) -> list[str]:
+    """The Docker stack's images (sandbox, execd, egress), and the OpenSandboxExecutor's Task
+    SDK image where the stack built it: the executor's tries run in it here too."""
+    loaded = list(dict.fromkeys(docker_stack.images.values()))
+    if image_id(task_sdk_image.TAG) is not None:
+        loaded.append(task_sdk_image.TAG)
+    return loaded
 
 
 def _start_resolver() -> None:

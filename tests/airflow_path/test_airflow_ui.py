@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from datetime import timedelta
 
 import httpx
 import pytest
 from opensandbox.exceptions import SandboxException
-from playwright.sync_api import Locator, Page, expect, sync_playwright
+from playwright.sync_api import Locator, Page, expect
 
-from dev.airflow_stack.home import REPO
 from dev.airflow_stack.running import (
     CONN_ID,
     OPERATOR_DAG,
@@ -34,12 +33,9 @@ from dev.stack.state import ServerInfo
 from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider._tags import CREATED_BY
-from tests.airflow_path.browser import CHROMIUM_FLAGS, chromium_executable
+from tests.airflow_path.browser import screenshot, signed_in_page
 from tests.airflow_path.dags import opensandbox_deferred_ticks as ticks
 
-ARTIFACTS = REPO / "artifacts" / "browser"
-# Generous: the first page load compiles the UI's scripts on a loaded two-core machine.
-UI_TIMEOUT_MS = 60_000
 # Long enough to find the task deferred, open its page and read it there, on a loaded machine.
 DEFERRED_TICKS = 25
 DEFER_TIMEOUT = 180.0
@@ -79,34 +75,8 @@ def test_operator_dag_run_succeeds_in_airflow(operator_dag_run: DagRunOutcome) -
 
 @pytest.fixture(scope="module")
 def page(airflow: RunningAirflow) -> Iterator[Page]:
-    """A browser page logged into the UI through its sign-in form, as a person would."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium_executable(), args=CHROMIUM_FLAGS
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.set_default_timeout(UI_TIMEOUT_MS)
-            expect.set_options(timeout=UI_TIMEOUT_MS)
-            page.goto(f"{airflow.site.base_url}/")
-            with screenshot(page, "01-sign-in"):
-                page.get_by_label("Username").fill(USERNAME)
-                page.get_by_label("Password").fill(airflow.password)
-                page.get_by_role("button", name="Sign in").click()
-                page.wait_for_url(f"{airflow.site.base_url}/")
-            yield page
-        finally:
-            browser.close()
-
-
-@contextmanager
-def screenshot(page: Page, name: str) -> Iterator[None]:
-    """Save what the page shows once the block ends, passed or failed, for a person to look at."""
-    try:
-        yield
-    finally:
-        page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True, animations="disabled")
+    with signed_in_page(airflow) as page:
+        yield page
 
 
 def _connection_row(page: Page, airflow: RunningAirflow) -> Locator:

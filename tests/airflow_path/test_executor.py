@@ -4,7 +4,8 @@ egress denies all but the execution API, proven at the address layer): a Dag of 
 running try's log is read through the api-server's log endpoint, from its sandbox; and a try
 whose sandbox is killed from outside fails, saying so, in the log the endpoint serves after; a
 task marked failed loses its sandbox within 10 s; and a scheduler SIGKILLed mid-try is
-restarted and adopts the try, found by its identity, which ends once."""
+restarted and adopts the try, found by its identity, which ends once. A person sees the tries'
+logs in the UI, in headless Chromium, while a try runs and after the run."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Page, expect
 
 from dev.airflow_stack import components
 from dev.airflow_stack.executor_site import kept_pool, with_executor, with_warm_pool
@@ -27,6 +29,7 @@ from dev.airflow_stack.running import CONN_ID, RunningAirflow, running_airflow, 
 from dev.stack.state import ServerInfo, StackState
 from opensandbox_provider._identity import identity_metadata
 from tests.airflow_path import executor_dag
+from tests.airflow_path.browser import screenshot, signed_in_page
 
 DAG_FILE = Path(executor_dag.__file__)
 # Only keeps a hang finite: the 50 mapped tries' run took 118 s alone, and over 6 min beside
@@ -52,7 +55,7 @@ def airflow(stack: StackState, dns_nft_server: ServerInfo) -> Iterator[RunningAi
     components.stop(home)  # left running by an interrupted earlier session
     shutil.rmtree(home, ignore_errors=True)
     prepared = AirflowSite.prepare(home, extra_dags=[DAG_FILE])
-    site = with_executor(prepared, dns_nft_server, conn_id=CONN_ID)
+    site = with_executor(prepared, dns_nft_server, conn_id=CONN_ID, bridge_ip=stack.bridge_ip)
     site = with_warm_pool(site, name=POOL_NAME, store=stack.redis_url, size=1)
     settings = {
         # A killed scheduler's tries are up for adoption this soon after its last heartbeat,
@@ -64,6 +67,12 @@ def airflow(stack: StackState, dns_nft_server: ServerInfo) -> Iterator[RunningAi
     site = replace(site, settings={**site.settings, **settings})
     with running_airflow(site) as running, kept_pool(site):
         yield running
+
+
+@pytest.fixture(scope="module")
+def page(airflow: RunningAirflow) -> Iterator[Page]:
+    with signed_in_page(airflow) as page:
+        yield page
 
 
 def _sandboxes_of(server: ServerInfo, dag_id: str, run_id: str) -> list[str]:
@@ -133,13 +142,22 @@ def test_each_dag_is_recorded_as_its_own_files_not_the_pools_beside_it(
 
 
 def test_a_running_tries_log_comes_from_its_sandbox_and_a_sandbox_killed_from_outside_fails_it(
-    airflow: RunningAirflow, dns_nft_server: ServerInfo, run_ids: dict[str, str]
+    airflow: RunningAirflow, dns_nft_server: ServerInfo, run_ids: dict[str, str], page: Page
 ) -> None:
     api = airflow.api
     dag_id = executor_dag.KILLED_DAG_ID
     run_id = run_ids[dag_id]
     sandbox, live = _waiting_try(airflow, dns_nft_server, dag_id, run_id)
-    assert f"From sandbox {sandbox}, where the try runs." in live
+    from_sandbox = f"From sandbox {sandbox}, where the try runs."
+    assert from_sandbox in live
+    # What a person sees of the running try: its log, read from its sandbox.
+    page.goto(airflow.task_url(run_id, dag_id=dag_id, task_id="wait"))
+    with screenshot(page, "12-executor-running-task-log"):
+        expect(page.get_by_text("Running", exact=True).first).to_be_visible()
+        expect(page.get_by_text(executor_dag.WAITING_LINE).first).to_be_visible()
+        # Where the lines came from is folded under the log's source details.
+        page.get_by_text("Log message source details").first.click()
+        expect(page.get_by_text(from_sandbox).first).to_be_visible()
     from opensandbox import SandboxManagerSync
 
     manager = SandboxManagerSync.create(dns_nft_server.connection_config())
@@ -172,7 +190,7 @@ def test_a_task_marked_failed_has_its_sandbox_gone_within_ten_seconds(
 
 
 def test_a_dag_on_the_executor_succeeds_with_mapped_tasks_and_leaves_no_sandbox(
-    airflow: RunningAirflow, dns_nft_server: ServerInfo, run_ids: dict[str, str]
+    airflow: RunningAirflow, dns_nft_server: ServerInfo, run_ids: dict[str, str], page: Page
 ) -> None:
     api = airflow.api
     dag_id = executor_dag.DAG_ID
@@ -181,6 +199,11 @@ def test_a_dag_on_the_executor_succeeds_with_mapped_tasks_and_leaves_no_sandbox(
     assert state == "success", json.dumps(api.task_log(dag_id, run_id, "total"))
     # The Task SDK reports the try's end before its process exits; the log is copied out after.
     _await_log_line(airflow, dag_id, run_id, "total", executor_dag.PASSED)
+    # What a person sees of it after the run: the log the executor kept out of the sandbox.
+    page.goto(airflow.task_url(run_id, dag_id=dag_id, task_id="total"))
+    with screenshot(page, "13-executor-task-log"):
+        expect(page.get_by_text("Success", exact=True).first).to_be_visible()
+        expect(page.get_by_text(executor_dag.PASSED).first).to_be_visible()
     tis = api.task_instance_list(dag_id, run_id)
     squares = [ti for ti in tis if ti["task_id"] == "square"]
     assert sorted(ti["map_index"] for ti in squares) == list(range(executor_dag.MAPPED))
