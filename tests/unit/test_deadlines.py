@@ -25,6 +25,7 @@ from opensandbox_provider.execd import _execd, _http
 from opensandbox_provider.execd._deadline import Deadline
 from opensandbox_provider.execd._execd import Execd, StreamWindows
 from opensandbox_provider.execd._http import SandboxHttp
+from opensandbox_provider.execd._stream_end import Abandoned, EndedByItself
 from tests.unit.execd_wire import complete
 
 # One byte this often: far inside the per-read timeout below, so only a deadline ends a call.
@@ -198,7 +199,8 @@ def test_a_command_stream_that_trickles_framing_is_given_up_at_its_backstop(
         "true", timeout_ms=500, max_output_bytes=100, cwd=None
     )
     elapsed = time.monotonic() - started
-    assert streamed.abandoned is not None and "past its 0.5s budget" in streamed.abandoned
+    assert isinstance(streamed.stream_end, Abandoned)
+    assert "past its 0.5s budget" in streamed.stream_end.why
     # The backstop is the 0.5 s budget plus the 0.5 s grace.
     assert elapsed < 1.0 * LOADED, f"took {elapsed:.1f}s against a backstop of 1s"
 
@@ -214,9 +216,9 @@ def test_command_headers_that_trickle_in_end_by_the_request_timeout_and_a_failed
         "true", timeout_ms=500, max_output_bytes=100, cwd=None
     )
     elapsed = time.monotonic() - started
-    assert streamed.abandoned is not None
-    assert "had not answered the command 5s after it was sent" in streamed.abandoned
-    assert "did not answer a ping within 1s" in streamed.abandoned
+    assert isinstance(streamed.stream_end, Abandoned)
+    assert "had not answered the command 5s after it was sent" in streamed.stream_end.why
+    assert "did not answer a ping within 1s" in streamed.stream_end.why
     bound = READ_TIMEOUT + DEADLINE
     assert bound <= elapsed < bound * LOADED, f"took {elapsed:.1f}s against {bound}s"
 
@@ -253,4 +255,4 @@ def test_a_command_stream_is_still_read_from_the_socket_on_connections_that_keep
         assert response.extensions.get(SOCKET_BODY) is not None
         assert b"".join(_http.iter_body(response, READ_TIMEOUT)) == complete()
     streamed = execd.run("true", timeout_ms=1000, max_output_bytes=100, cwd=None)
-    assert streamed.abandoned is None and streamed.ending is not None
+    assert streamed.stream_end == EndedByItself() and streamed.ending is not None

@@ -18,8 +18,9 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 
 from opensandbox_provider._errors import ErrorAnswer
 from opensandbox_provider.execd._deadline import Deadline
-from opensandbox_provider.execd._execd import Entry, Execd, FileInfo, NoSuchPath
+from opensandbox_provider.execd._execd import ENDED_EARLY, Entry, Execd, FileInfo, NoSuchPath
 from opensandbox_provider.execd._http import SandboxHttp
+from opensandbox_provider.execd._stream_end import BrokeEndUnknown, EndedByItself
 from tests.unit.as_sent import as_sent
 from tests.unit.execd_wire import COMMAND_ID, failed, frame
 
@@ -113,7 +114,7 @@ def test_a_command_is_sent_with_its_deadline_and_read_to_its_ending(execd_answer
         "exit 3", timeout_ms=2500, max_output_bytes=100, cwd="/work"
     )
     assert sent == [{"command": "exit 3", "timeout": 2500, "cwd": "/work"}]
-    assert streamed.abandoned is None
+    assert streamed.stream_end == EndedByItself()
     assert streamed.ending is not None and streamed.ending.exit_code == 3
     assert streamed.parser.stdout.text() == "hi\n"
 
@@ -320,7 +321,8 @@ def test_a_command_that_ends_the_stream_without_an_ending_has_none(execd_answeri
         )
     )
     streamed = execd.run("x", timeout_ms=1000, max_output_bytes=100, cwd=None)
-    assert streamed.abandoned is None and streamed.ending is None
+    assert isinstance(streamed.stream_end, BrokeEndUnknown) and streamed.ending is None
+    assert streamed.stream_end.why.startswith(ENDED_EARLY)
     assert streamed.parser.stdout.text() == "last words\n"
 
 

@@ -22,7 +22,8 @@ from opensandbox.pool import InMemoryPoolStateStore
 
 from opensandbox_provider import _metrics
 from opensandbox_provider.egress._policy import network_policy, require_enforced
-from opensandbox_provider.execd._events import EventParser, StreamedCommand
+from opensandbox_provider.execd._events import EventParser
+from opensandbox_provider.execd._stream_end import Abandoned, StreamedCommand
 from opensandbox_provider.maintenance._cleanup import kill_leaked_sandboxes
 from opensandbox_provider.operators._tries import kill_other_tries
 from opensandbox_provider.pool import ServerPool, WarmPool
@@ -151,7 +152,7 @@ class Stalling(OpenSandboxBackend):
     def _command_slot(self, sandbox: str, timeout: float):  # type: ignore[no-untyped-def]
         class Execd:
             def run(self, command: str, **_: Any) -> StreamedCommand:
-                return StreamedCommand(EventParser(1024), abandoned="it sent nothing for 60s")
+                return StreamedCommand(EventParser(1024), Abandoned("it sent nothing for 60s"))
 
         record = SimpleNamespace(sdk=SimpleNamespace(id=sandbox), execd=Execd(), workdir=None)
         return record, int(timeout * 1000)

@@ -9,6 +9,12 @@ from __future__ import annotations
 import pytest
 
 from opensandbox_provider.execd._events import Ending, EventParser
+from opensandbox_provider.execd._stream_end import (
+    Abandoned,
+    BrokeEndRecovered,
+    BrokeEndUnknown,
+    EndedByItself,
+)
 from opensandbox_provider.sandbox._outcome import (
     StreamedCommand,
     command_result,
@@ -28,7 +34,8 @@ def streamed(*frames: bytes, abandoned: str | None = None, max_bytes: int = 1024
         parser.feed(event)
     if abandoned is None:
         parser.close()
-    return StreamedCommand(parser, abandoned=abandoned)
+        return StreamedCommand(parser, EndedByItself())
+    return StreamedCommand(parser, Abandoned(abandoned))
 
 
 def result_of(command: StreamedCommand, *, elapsed: float = 0.5, applied: float = BUDGET):
@@ -187,7 +194,7 @@ def test_a_command_recovered_after_its_stream_broke_keeps_its_code_and_says_outp
     parser = EventParser(1024)
     parser.feed(frame("init", "id") + frame("stdout", "before"))
     parser.ending = Ending(exit_code=4)
-    result = result_of(StreamedCommand(parser, abandoned=None, broke="the connection broke (x)"))
+    result = result_of(StreamedCommand(parser, BrokeEndRecovered("the connection broke (x)")))
     assert (result.exit_code, result.timed_out, result.sandbox_terminated) == (4, False, False)
     assert result.stdout == "before\n"
     assert "broke while the command ran (the connection broke (x))" in result.stderr
@@ -197,6 +204,6 @@ def test_a_command_recovered_after_its_stream_broke_keeps_its_code_and_says_outp
 def test_a_command_whose_end_could_not_be_learned_after_a_break_says_why() -> None:
     parser = EventParser(1024)
     parser.feed(frame("init", "id"))
-    result = result_of(StreamedCommand(parser, abandoned=None, broke="the stream ended early"))
+    result = result_of(StreamedCommand(parser, BrokeEndUnknown("the stream ended early")))
     assert (result.exit_code, result.sandbox_terminated) == (-1, False)
     assert "The command's output stopped: the stream ended early." in result.stderr

@@ -20,6 +20,12 @@ from opensandbox_provider._exchange import SOCKET_BODY
 from opensandbox_provider.execd import _deadline, _execd, _http, _recovery
 from opensandbox_provider.execd._execd import Execd, StreamWindows
 from opensandbox_provider.execd._http import SandboxHttp
+from opensandbox_provider.execd._stream_end import (
+    Abandoned,
+    BrokeEndRecovered,
+    BrokeEndUnknown,
+    EndedByItself,
+)
 from tests.unit.execd_wire import COMMAND_ID, complete, frame
 
 # How long a scripted execd holds a connection open that the reader should have left.
@@ -229,7 +235,7 @@ def test_the_result_comes_back_at_the_terminal_event_while_execd_holds_the_strea
     outcome = run_in_thread(lambda: run(execd, "echo hi", timeout_ms=5000))
     assert outcome["returned"], "Execd.run waited for the stream to end after the terminal event"
     streamed = outcome["result"]
-    assert streamed.abandoned is None
+    assert streamed.stream_end == EndedByItself()
     assert streamed.ending.exit_code == 0
     assert streamed.parser.stdout.text() == "hi\n"
     # The reader hung up rather than leaving the connection to execd.
@@ -256,7 +262,8 @@ def test_a_silent_stream_is_abandoned_as_stalled(execd_with) -> None:
     outcome = run_in_thread(lambda: run(execd, windows=QUICK))
     assert outcome["returned"]
     streamed = outcome["result"]
-    assert "sent nothing for 0.5s" in streamed.abandoned
+    assert isinstance(streamed.stream_end, Abandoned)
+    assert "sent nothing for 0.5s" in streamed.stream_end.why
     assert streamed.ending is None
     assert streamed.parser.stdout.text() == "before the stall\n"
 
@@ -277,7 +284,7 @@ def test_a_silence_is_waited_out_while_execd_answers_its_ping(execd_with) -> Non
     outcome = run_in_thread(lambda: run(execd, windows=QUICK))
     assert outcome["returned"]
     streamed = outcome["result"]
-    assert streamed.abandoned is None
+    assert streamed.stream_end == EndedByItself()
     assert streamed.ending.exit_code == 0
     assert streamed.parser.stdout.text() == "the huge line\n"
     assert execd.pings >= 3
@@ -294,7 +301,8 @@ def test_a_silence_with_execd_not_answering_its_ping_is_abandoned_and_says_so(
     execd = execd_with(script)
     outcome = run_in_thread(lambda: run(execd, windows=QUICK))
     assert outcome["returned"]
-    assert "execd did not answer a ping" in outcome["result"].abandoned
+    end = outcome["result"].stream_end
+    assert isinstance(end, Abandoned) and "execd did not answer a ping" in end.why
     assert execd.pings == 1
 
 
@@ -309,7 +317,7 @@ def test_a_slow_start_is_waited_for_for_the_request_timeout_not_the_stall_window
 
     execd = execd_with(script)
     streamed = run(execd, windows=StreamWindows(stall=0.5), request_timeout=5.0)
-    assert (streamed.abandoned, streamed.ending.exit_code) == (None, 0)
+    assert (streamed.stream_end, streamed.ending.exit_code) == (EndedByItself(), 0)
     assert execd.pings == 0
 
 
@@ -322,13 +330,39 @@ def test_a_command_never_answered_is_abandoned_only_once_a_ping_fails_and_says_s
         lambda: run(execd, windows=StreamWindows(ping=0.5), request_timeout=1.0)
     )
     assert outcome["returned"]
-    assert outcome["result"].abandoned == (
+    assert outcome["result"].stream_end == Abandoned(
         "execd had not answered the command 1s after it was sent, and then did not answer a "
         "ping within 0.5s"
     )
     assert execd.pings == 1
     # The request timeout, then the ping's window.
     assert time.monotonic() - started < loaded(1.0 + 0.5)
+
+
+def test_a_background_command_never_answered_says_why_its_start_was_given_up(
+    execd_with,
+) -> None:
+    execd = execd_with(lambda handler: time.sleep(HOLD))
+    client = loopback_execd(execd.port, StreamWindows(ping=0.5), request_timeout=1.0)
+    outcome = run_in_thread(lambda: client.start("x", timeout_ms=600_000, cwd=None))
+    assert outcome["returned"]
+    assert str(outcome["error"]) == (
+        "Sandbox loopback did not say which command it started: execd had not answered the "
+        "command 1s after it was sent, and then did not answer a ping within 0.5s."
+    )
+
+
+def test_a_background_stream_that_ends_without_an_id_says_no_command_was_started(
+    execd_with,
+) -> None:
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        handler.wfile.write(b"0\r\n\r\n")
+
+    client = loopback_execd(execd_with(script).port)
+    with pytest.raises(SandboxError) as raised:
+        client.start("x", timeout_ms=600_000, cwd=None)
+    assert str(raised.value) == "Sandbox loopback did not say which command it started."
 
 
 def test_a_command_never_answered_by_an_execd_that_answers_its_ping_keeps_the_sandbox(
@@ -359,7 +393,8 @@ def test_heartbeats_without_an_end_are_abandoned_past_the_budget(execd_with) -> 
         lambda: run(execd, windows=StreamWindows(past_deadline=0.5), timeout_ms=200)
     )
     assert outcome["returned"]
-    assert "still open 0.5s past its 0.2s budget" in outcome["result"].abandoned
+    end = outcome["result"].stream_end
+    assert isinstance(end, Abandoned) and "still open 0.5s past its 0.2s budget" in end.why
     elapsed = time.monotonic() - started
     assert 0.7 <= elapsed < loaded(0.7), f"given up {elapsed:.2f}s after the start"
 
@@ -376,8 +411,9 @@ def test_a_stream_silent_past_its_deadline_is_dead_whatever_execds_ping_says(exe
     )
     elapsed = time.monotonic() - started
     streamed = outcome["result"]
-    assert (streamed.abandoned, streamed.ending.exit_code) == (None, -1)
-    assert "the command's 0.2s deadline had passed" in streamed.broke
+    assert isinstance(streamed.stream_end, BrokeEndRecovered)
+    assert streamed.ending.exit_code == -1
+    assert "the command's 0.2s deadline had passed" in streamed.stream_end.why
     assert execd.pings == 0
     assert execd.status_requests == [COMMAND_ID]
     # The first silent window ends past the deadline, and the status answers at once.
@@ -396,7 +432,8 @@ def test_a_stream_silent_before_its_deadline_is_pinged_until_the_deadline_then_r
     )
     elapsed = time.monotonic() - started
     streamed = outcome["result"]
-    assert (streamed.abandoned, streamed.ending.exit_code) == (None, -1)
+    assert isinstance(streamed.stream_end, BrokeEndRecovered)
+    assert streamed.ending.exit_code == -1
     # Silent windows end at about 0.5, 1, 1.5 and 2 s: the first three are before the deadline.
     assert execd.pings >= 2
     # No ping past the deadline is the product's promise, so it is held exact. The deadline's
@@ -404,7 +441,7 @@ def test_a_stream_silent_before_its_deadline_is_pinged_until_the_deadline_then_r
     opened = execd.stream_opened_at
     assert opened is not None
     assert all(at - opened < 2.0 for at in execd.pinged_at)
-    assert "deadline had passed" in streamed.broke
+    assert "deadline had passed" in streamed.stream_end.why
     assert 2.0 <= elapsed < loaded(2.0 + 0.5), f"took {elapsed:.2f}s"
 
 
@@ -419,7 +456,9 @@ def test_a_silent_stream_whose_status_never_comes_is_given_up_by_the_deadline_pl
         lambda: run(execd, windows=StreamWindows(stall=0.3, past_deadline=0.6), timeout_ms=200)
     )
     elapsed = time.monotonic() - started
-    abandoned = outcome["result"].abandoned
+    end = outcome["result"].stream_end
+    assert isinstance(end, Abandoned)
+    abandoned = end.why
     assert "deadline had passed" in abandoned
     # Given up at the deadline plus its grace, before the unreachable bound (1 s here).
     assert "execd had still not said how the command ended 0.6s past its 0.2s budget" in abandoned
@@ -466,7 +505,9 @@ def test_a_stream_that_ends_without_a_terminal_event_is_not_abandoned(execd_with
 
     execd = execd_with(script)
     streamed = run(execd)
-    assert streamed.abandoned is None
+    # A stream that ended is no sign of a stuck guest: the sandbox is kept, the end unknown.
+    assert isinstance(streamed.stream_end, BrokeEndUnknown)
+    assert streamed.stream_end.why.startswith(_execd.ENDED_EARLY)
     assert streamed.ending is None
     assert streamed.parser.stdout.text() == "last words\n"
 
@@ -590,9 +631,9 @@ def test_a_stalled_stream_whose_command_execd_still_knows_returns_its_real_end(
     outcome = run_in_thread(lambda: run(execd, windows=QUICK))
     assert outcome["returned"]
     streamed = outcome["result"]
-    assert streamed.abandoned is None
+    assert isinstance(streamed.stream_end, BrokeEndRecovered)
     assert streamed.ending.exit_code == 7
-    assert "sent nothing for 0.5s" in streamed.broke
+    assert "sent nothing for 0.5s" in streamed.stream_end.why
     assert streamed.parser.stdout.text() == "before the break\n"
     assert execd.status_requests == [COMMAND_ID] * 3
 
@@ -603,8 +644,9 @@ def test_a_dropped_connection_is_recovered_from_execds_status(execd_with) -> Non
     outcome = run_in_thread(lambda: run(execd))
     assert outcome["returned"]
     streamed = outcome["result"]
-    assert (streamed.abandoned, streamed.ending.exit_code) == (None, 3)
-    assert "the connection broke" in streamed.broke
+    assert isinstance(streamed.stream_end, BrokeEndRecovered)
+    assert streamed.ending.exit_code == 3
+    assert "the connection broke" in streamed.stream_end.why
     assert streamed.parser.stdout.text() == "partial\n"
 
 
@@ -614,7 +656,7 @@ def test_a_command_execd_no_longer_knows_ends_without_an_ending(execd_with) -> N
     execd = execd_with(dropped_after(frame("init", COMMAND_ID)))
     execd.statuses = [(404, {"code": "INVALID_REQUEST_BODY", "message": "command not found: id"})]
     streamed = run(execd)
-    assert (streamed.abandoned, streamed.ending) == (None, None)
+    assert isinstance(streamed.stream_end, BrokeEndUnknown) and streamed.ending is None
     assert execd.status_requests == [COMMAND_ID]
 
 
@@ -623,7 +665,7 @@ def test_a_refused_status_of_a_sandbox_the_server_calls_gone_stops_at_once(execd
     execd.statuses = [(502, {})]
     started = time.monotonic()
     streamed = run(execd, gone=lambda: True)
-    assert (streamed.abandoned, streamed.ending) == (None, None)
+    assert isinstance(streamed.stream_end, BrokeEndUnknown) and streamed.ending is None
     assert time.monotonic() - started < 1.0  # before the unreachable bound
     assert execd.status_requests == [COMMAND_ID]
 
@@ -635,7 +677,9 @@ def test_a_stream_whose_execd_stays_silent_is_given_up_past_the_bound(
     execd.statuses = [None]  # held: no answer at all
     outcome = run_in_thread(lambda: run(execd, windows=QUICK))
     assert outcome["returned"]
-    abandoned = outcome["result"].abandoned
+    end = outcome["result"].stream_end
+    assert isinstance(end, Abandoned)
+    abandoned = end.why
     assert "sent nothing for 0.5s" in abandoned
     assert "answered nothing for 1s" in abandoned
 
@@ -649,8 +693,10 @@ def test_a_stream_that_ended_early_takes_its_end_from_the_status(execd_with) -> 
     execd = execd_with(script)
     execd.statuses = [ended(0)]
     streamed = run(execd)
-    assert (streamed.abandoned, streamed.ending.exit_code) == (None, 0)
-    assert streamed.broke == _execd.ENDED_EARLY
+    assert (streamed.stream_end, streamed.ending.exit_code) == (
+        BrokeEndRecovered(_execd.ENDED_EARLY),
+        0,
+    )
 
 
 def test_a_dropped_connection_no_later_request_gets_past_raises_as_before(execd_with) -> None:
@@ -705,7 +751,8 @@ def test_a_break_past_the_bound_still_asks_execd_once_and_recovers(execd_with) -
     outcome = run_in_thread(lambda: run(execd, windows=PAST_THE_BOUND))
     assert outcome["returned"]
     streamed = outcome["result"]
-    assert (streamed.abandoned, streamed.ending.exit_code) == (None, 5)
+    assert isinstance(streamed.stream_end, BrokeEndRecovered)
+    assert streamed.ending.exit_code == 5
     assert execd.status_requests == [COMMAND_ID]
 
 
@@ -721,6 +768,7 @@ def test_a_break_past_the_bound_whose_last_status_goes_unanswered_is_given_up(
     started = time.monotonic()
     streamed = run(execd, windows=PAST_THE_BOUND)
     elapsed = time.monotonic() - started
-    assert "answered nothing for 1s" in streamed.abandoned
+    assert isinstance(streamed.stream_end, Abandoned)
+    assert "answered nothing for 1s" in streamed.stream_end.why
     assert execd.status_requests == [COMMAND_ID]
     assert 1.2 + 0.3 <= elapsed < loaded(1.2 + 0.3)

@@ -425,24 +425,3 @@ def _decode_json_text(raw: bytes) -> bytes:
         return json.loads(b'"' + raw + b'"').encode("utf-8", "replace")
     except ValueError:
         return raw.decode("utf-8", "replace").encode("utf-8")
-
-
-@dataclass(frozen=True)
-class StreamedCommand:
-    """
-    What the event stream of one command said.
-
-    ``abandoned`` says, as a clause for a sentence, why the stream was given up on before it
-    ended: no byte for the stall window, or still open past the budget's backstop.
-    ``None`` when it ended by itself, with ``ending`` holding the terminal event, if any.
-    ``broke`` says why a stream broke whose command's end was then read from execd's status
-    instead, with ``ending`` made from that status (see :mod:`._recovery`).
-    """
-
-    parser: EventParser
-    abandoned: str | None
-    broke: str | None = None
-
-    @property
-    def ending(self) -> Ending | None:
-        return self.parser.ending

@@ -31,9 +31,16 @@ from opensandbox_provider._clients import first_bytes, iter_raw, read_at_most
 from opensandbox_provider._errors import as_sandbox_errors, quoted, transport_errors
 from opensandbox_provider.execd import _command_id as command_ids
 from opensandbox_provider.execd._deadline import Deadline, bounded_by
-from opensandbox_provider.execd._events import Ending, EventParser, StreamedCommand
+from opensandbox_provider.execd._events import Ending, EventParser
 from opensandbox_provider.execd._http import Options, SandboxHttp, iter_body
 from opensandbox_provider.execd._recovery import GaveUp, await_end
+from opensandbox_provider.execd._stream_end import (
+    Abandoned,
+    BrokeEndRecovered,
+    BrokeEndUnknown,
+    EndedByItself,
+    StreamedCommand,
+)
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
@@ -62,7 +69,7 @@ LIVENESS_PROBE_TIMEOUT = 15.0
 # execd's ping says. The last second of the 10 s a call promises past its budget
 # (docs/backend.rst) is for ending it: the sandbox destroyed. A stream silent since its first
 # frame is noticed by the stall window before this, and ended from the command's status.
-BACKSTOP_GRACE = 9.0
+MAX_STREAM_PAST_DEADLINE = 9.0
 # How often a new sandbox's execd is asked whether it is up. A refused or proxied ping
 # answers in milliseconds, so polling this often costs nothing and saves the SDK's
 # half-second backoff on a daemon that usually starts within a fraction of a second.
@@ -80,7 +87,7 @@ PROVISIONING_REQUEST_SECONDS = 30.0
 # The listing body is refused past this size before it is parsed, whatever it holds:
 # ten thousand entries with long absolute paths fit comfortably.
 MAX_LIST_BODY = 16 * 1024 * 1024
-# Why a stream that ended without its terminal event is asked after.
+# How a stream that ended without its terminal event broke, as a clause for a sentence.
 ENDED_EARLY = "the stream ended before execd said how the command ended"
 _EVENT_STREAM_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
 
@@ -144,7 +151,7 @@ class StreamWindows:
 
     stall: float = STALL_WINDOW
     ping: float = LIVENESS_PROBE_TIMEOUT
-    past_deadline: float = BACKSTOP_GRACE
+    past_deadline: float = MAX_STREAM_PAST_DEADLINE
 
 
 @dataclass(frozen=True)
@@ -159,7 +166,10 @@ class _Break:
     # The clause that says the command was given up on at its backstop.
     overran: str
     # The transport error, when the connection dropped.
-    dropped: httpx.TransportError | None
+    dropped: httpx.TransportError | None = None
+    # Whether the stream ended by itself, only before its terminal event: no sign of a stuck
+    # guest, so a command whose end execd cannot then say does not cost the sandbox.
+    ended_early: bool = False
 
 
 class Execd:
@@ -216,10 +226,11 @@ class Execd:
             command, timeout_ms=timeout_ms, max_output_bytes=1, cwd=cwd, background=True
         )
         command_id = streamed.parser.command_id
-        if streamed.abandoned is not None or command_id is None:
+        end = streamed.stream_end
+        if isinstance(end, Abandoned) or command_id is None:
             raise SandboxError(
                 f"Sandbox {self._sandbox.id} did not say which command it started"
-                + (f": {streamed.abandoned}." if streamed.abandoned else ".")
+                + (f": {end.why}." if isinstance(end, Abandoned) else ".")
             )
         return command_id
 
@@ -248,7 +259,7 @@ class Execd:
         for the connection's request timeout. Then the stream is given up on once it is silent
         for the stall window: before the command's deadline only when execd answers no ping
         either, past it at once, since execd has killed the command by then; and it is given
-        up on, heartbeats or not, :data:`BACKSTOP_GRACE` past the deadline.
+        up on, heartbeats or not, :data:`MAX_STREAM_PAST_DEADLINE` past the deadline.
 
         A foreground stream that breaks before its terminal event, silent or dropped, is not
         the command's end: how the command ends is then asked of execd (see :mod:`._recovery`),
@@ -264,8 +275,8 @@ class Execd:
         # The stream is closed before a break is recovered from: execd may be holding it.
         with ExitStack() as opened:
             response = self._answer(body, opened)
-            if isinstance(response, str):
-                return StreamedCommand(parser, abandoned=response)
+            if isinstance(response, Abandoned):
+                return StreamedCommand(parser, response)
             # execd starts the deadline's clock before it sends the headers, so on this clock
             # the command is killed by then plus its budget, or sooner.
             kill_by = time.monotonic() + timeout_ms / 1000
@@ -277,10 +288,10 @@ class Execd:
             return read
         return self._recover(parser, read, gone)
 
-    def _answer(self, body: dict[str, object], opened: ExitStack) -> httpx.Response | str:
+    def _answer(self, body: dict[str, object], opened: ExitStack) -> httpx.Response | Abandoned:
         """
         execd's answer to ``body``, with its stream unread and closed with ``opened``; or, when
-        no answer came and execd then answered no ping either, why the sandbox is given up on.
+        no answer came and execd then answered no ping either, the stream abandoned, and why.
 
         execd commits its headers with the command's first event, once the process has
         started (docs/execd-wire.rst, wire-framing), so a slow start is no stall: the headers
@@ -308,7 +319,7 @@ class Execd:
             if not isinstance(e, (httpx.ReadTimeout, httpx.PoolTimeout)):
                 raise
             if not self.ping(within=self._windows.ping):
-                return (
+                return Abandoned(
                     f"execd had not answered the command {waited:g}s after it was sent, and "
                     f"then did not answer a ping within {self._windows.ping:g}s"
                 )
@@ -339,6 +350,10 @@ class Execd:
         overran = (
             f"the command's stream was still open {windows.past_deadline:g}s past its "
             f"{budget:g}s budget"
+        )
+        unsaid = (
+            f"execd had still not said how the command ended {windows.past_deadline:g}s past "
+            f"its {budget:g}s budget"
         )
         # When execd last showed it was there: a byte of the stream, or an answered ping.
         last_contact = time.monotonic()
@@ -376,12 +391,12 @@ class Execd:
                     last_contact = time.monotonic()
                     parser.feed(chunk)
                     if parser.ending is not None:
-                        return StreamedCommand(parser, abandoned=None)
+                        return StreamedCommand(parser, EndedByItself())
                     if last_contact > give_up_at:
-                        return StreamedCommand(parser, abandoned=overran)
+                        return StreamedCommand(parser, Abandoned(overran))
         except httpx.TransportError as e:
             if time.monotonic() >= give_up_at:
-                return StreamedCommand(parser, abandoned=overran)
+                return StreamedCommand(parser, Abandoned(overran))
             if isinstance(e, httpx.ReadTimeout):
                 broke = silence or f"the sandbox sent nothing for {windows.stall:g}s"
             elif parser.command_id is None:
@@ -394,14 +409,10 @@ class Execd:
             parser.close()
             # A background command's stream ends once it has started, with no terminal event.
             if parser.ending is not None or background or parser.command_id is None:
-                return StreamedCommand(parser, abandoned=None)
-            broke = ENDED_EARLY
+                return StreamedCommand(parser, EndedByItself())
+            return _Break(ENDED_EARLY, last_contact, give_up_at, unsaid, ended_early=True)
         if background or parser.command_id is None:
-            return StreamedCommand(parser, abandoned=broke)
-        unsaid = (
-            f"execd had still not said how the command ended {windows.past_deadline:g}s past "
-            f"its {budget:g}s budget"
-        )
+            return StreamedCommand(parser, Abandoned(broke))
         return _Break(broke, last_contact, give_up_at, unsaid, dropped)
 
     def _recover(
@@ -432,16 +443,17 @@ class Execd:
                 # recovery: the caller asks the server what became of the sandbox, and a server
                 # that cannot be reached is terminal.
                 raise dropped
-            if broke == ENDED_EARLY:
+            if broken.ended_early:
                 # A stream that ended is no sign of a stuck guest, so the sandbox is kept; the
                 # result says the end is unknown.
-                return StreamedCommand(parser, abandoned=None, broke=f"{broke}; {outcome.why}")
-            return StreamedCommand(parser, abandoned=f"{broke}; {outcome.why}")
-        if outcome.status is not None:
-            status = outcome.status
-            message = status.error if status.exit_status == -1 else ""
-            parser.ending = Ending(exit_code=status.exit_status, message=message)
-        return StreamedCommand(parser, abandoned=None, broke=broke)
+                return StreamedCommand(parser, BrokeEndUnknown(f"{broke}; {outcome.why}"))
+            return StreamedCommand(parser, Abandoned(f"{broke}; {outcome.why}"))
+        status = outcome.status
+        if status is None:
+            return StreamedCommand(parser, BrokeEndUnknown(broke))
+        message = status.error if status.exit_status == -1 else ""
+        parser.ending = Ending(exit_code=status.exit_status, message=message)
+        return StreamedCommand(parser, BrokeEndRecovered(broke))
 
     def file_info(self, path: str, *, purpose: str, deadline: Deadline) -> FileInfo:
         """What ``path`` is; ``purpose`` completes "Could not ..." in an error's message."""
@@ -478,7 +490,7 @@ class Execd:
                 cwd=None,
             )
         ending = streamed.ending
-        if streamed.abandoned is not None or ending is None or ending.exit_code != 0:
+        if isinstance(streamed.stream_end, Abandoned) or ending is None or ending.exit_code != 0:
             return None
         target = streamed.parser.stdout.text().removesuffix("\n")
         return target if posixpath.isabs(target) else None

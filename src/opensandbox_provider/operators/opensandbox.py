@@ -59,8 +59,10 @@ from opensandbox_provider.operators._stop import (
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
 from opensandbox_provider.pool._server_pool import ServerPool
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
-from opensandbox_provider.triggers.opensandbox import BACKSTOP_GRACE as TRIGGER_BACKSTOP_GRACE
-from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
+from opensandbox_provider.triggers.opensandbox import (
+    MAX_RUNNING_PAST_DEADLINE,
+    OpenSandboxCommandTrigger,
+)
 
 if TYPE_CHECKING:
     import jinja2
@@ -620,7 +622,7 @@ class OpenSandboxOperator(BaseOperator):
                 termination_grace_period=self.termination_grace_period,
                 stop_at=now + self.command_timeout,
                 # The trigger gives up on the command once execd's backstop, too, is past.
-                deadline_at=now + self._backstop() + TRIGGER_BACKSTOP_GRACE,
+                deadline_at=now + self._backstop() + MAX_RUNNING_PAST_DEADLINE,
             ),
             method_name="execute_complete",
             # Airflow's own backstop, should the trigger not end in time: it fails the task

@@ -13,7 +13,13 @@ from __future__ import annotations
 from airflow.providers.common.ai.sandbox.base import SandboxExecResult
 
 from opensandbox_provider._url_secrets import without_url_secrets
-from opensandbox_provider.execd._events import BoundedTail, StreamedCommand
+from opensandbox_provider.execd._events import BoundedTail
+from opensandbox_provider.execd._stream_end import (
+    Abandoned,
+    BrokeEndRecovered,
+    BrokeEndUnknown,
+    StreamedCommand,
+)
 
 # Commands are quoted in the task log up to this length.
 _LOGGED_COMMAND = 120
@@ -51,15 +57,15 @@ def command_result(
     says (why a command never started, that the output stopped without an ending) is added
     to the stderr tail, so it reaches the model the way the command's own output does.
     """
-    parser, ending = streamed.parser, streamed.ending
-    if streamed.abandoned is not None:
-        note = f"The command was abandoned: {streamed.abandoned}. The sandbox was destroyed.\n"
+    parser, ending, end = streamed.parser, streamed.ending, streamed.stream_end
+    if isinstance(end, Abandoned):
+        note = f"The command was abandoned: {end.why}. The sandbox was destroyed.\n"
         parser.stderr.append(note.encode())
         exit_code, timed_out = -1, True
     elif ending is None:
         exit_code, timed_out = -1, False
-        if streamed.broke is not None:
-            parser.stderr.append(f"The command's output stopped: {streamed.broke}.\n".encode())
+        if isinstance(end, BrokeEndUnknown):
+            parser.stderr.append(f"The command's output stopped: {end.why}.\n".encode())
         parser.stderr.append(
             b"The sandbox ended the command's output without saying how it ended.\n"
         )
@@ -69,9 +75,9 @@ def command_result(
             # Only the message says what happened: a signal's name, or why it never started.
             parser.stderr.append(ending.message.encode("utf-8", "replace") + b"\n")
         timed_out = killed_at_deadline(ending.exit_code, ending.message, elapsed, applied)
-        if streamed.broke is not None:
+        if isinstance(end, BrokeEndRecovered):
             parser.stderr.append(
-                f"The connection to the sandbox broke while the command ran ({streamed.broke}); "
+                f"The connection to the sandbox broke while the command ran ({end.why}); "
                 "its exit code was read from execd afterwards, and output written after the "
                 "break may be missing.\n".encode()
             )
@@ -82,7 +88,7 @@ def command_result(
         timed_out=timed_out,
         stdout_truncated=parser.stdout.truncated,
         stderr_truncated=parser.stderr.truncated,
-        sandbox_terminated=streamed.abandoned is not None,
+        sandbox_terminated=isinstance(end, Abandoned),
         applied_timeout=applied if applied != requested else None,
     )
 

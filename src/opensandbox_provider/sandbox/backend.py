@@ -28,6 +28,7 @@ from opensandbox_provider._identity import current_identity
 from opensandbox_provider._sdk import OpenSandboxNotInstalled, require_sdk
 from opensandbox_provider._url_secrets import without_url_secrets
 from opensandbox_provider.egress import _policy
+from opensandbox_provider.execd import _stream_end as stream_ends
 from opensandbox_provider.execd._execd import EXECD_PORT
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.pool._server_pool import ServerPool
@@ -99,7 +100,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     stays silent for ``STALL_WINDOW`` seconds (past the command's deadline at once, before it
     only when execd answers no ping either), has the command's end read from execd's status;
     a sandbox that cannot say how its command ended, or whose stream is still open
-    ``BACKSTOP_GRACE`` seconds past the deadline, is destroyed to end it
+    ``MAX_STREAM_PAST_DEADLINE`` seconds past the deadline, is destroyed to end it
     (:mod:`~opensandbox_provider.execd._execd`). execd enforces each command's deadline
     itself, so a command out of time is killed and the sandbox and its files stay.
 
@@ -469,11 +470,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     return self._abandoned.ended_under_command(record.sdk.id, e)
                 raise
         elapsed = time.monotonic() - started
-        if streamed.abandoned is not None:
+        end = streamed.stream_end
+        if isinstance(end, stream_ends.Abandoned):
             log.warning(
-                "Sandbox %s: %s; destroying the sandbox to end the command.",
-                sandbox,
-                streamed.abandoned,
+                "Sandbox %s: %s; destroying the sandbox to end the command.", sandbox, end.why
             )
             _metrics.count(_metrics.STREAM_ABANDONED)
             self._abandoned.add(sandbox)
@@ -483,7 +483,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             # that simply ended; only the server can tell, and a dead sandbox is terminal.
             return self._abandoned.ended_under_command(record.sdk.id, None)
         result = command_result(streamed, elapsed=elapsed, applied=applied, requested=timeout)
-        if streamed.abandoned is None:
+        if not isinstance(end, stream_ends.Abandoned):
             line = log_line(command, streamed, result, elapsed=elapsed, applied=applied)
             log.info("Sandbox %s: %s.", sandbox, line)
         return result

@@ -38,7 +38,7 @@ MISSING_RECORD_GRACE = 10.0
 UNREACHABLE_GRACE = 120.0
 # execd kills the command at its deadline; a command still running this long past it is
 # not being watched by a healthy execd.
-BACKSTOP_GRACE = 30.0
+MAX_RUNNING_PAST_DEADLINE = 30.0
 # The least time one poll is given, however near the next renewal or deadline: a renewal
 # takes one small request to the server.
 MIN_POLL_BUDGET = 1.0
@@ -168,7 +168,9 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         # execd's log of it from ``cursor``, and no deadline of its own: both are made here.
         self.output_paths = output_paths
         self.deadline_at = (
-            time.time() + command_timeout + BACKSTOP_GRACE if deadline_at is None else deadline_at
+            time.time() + command_timeout + MAX_RUNNING_PAST_DEADLINE
+            if deadline_at is None
+            else deadline_at
         )
         self.task_deadline_at = task_deadline_at
         self.poll_interval = poll_interval
@@ -403,8 +405,9 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             )
         if now > self.deadline_at:
             return self._error(
-                f"Command {self.command_id} was still running {BACKSTOP_GRACE:g}s past its "
-                f"{self.command_timeout:g}s deadline, which execd enforces."
+                f"Command {self.command_id} was still running "
+                f"{MAX_RUNNING_PAST_DEADLINE:g}s past its {self.command_timeout:g}s deadline, "
+                "which execd enforces."
             )
         return None
 
