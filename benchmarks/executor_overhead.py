@@ -6,8 +6,9 @@ One local Airflow (the executor beside LocalExecutor, on the stack's dns+nft ser
 Dags one after another (benchmarks/executor_dags/): on LocalExecutor; on the executor from a
 warm pool its keeper keeps (POOL_SIZE sandboxes, the executor's slots, ``[core] parallelism``);
 and on the executor cold, tries whose sandboxes the pool cannot give. The celery topology (as
-root) runs the first Dag on its workers. A try's queued, start and end times are Airflow's own,
-read through its API.
+root) runs the first Dag on its workers, and, where the local cluster is up, a local Airflow on
+KubernetesExecutor runs it in pods (benchmarks/kubernetes_executor.py). A try's queued, start and
+end times are Airflow's own, read through its API.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks import kubernetes_executor
 from benchmarks.executor_dags import overhead_default, overhead_sandbox
 from benchmarks.warm_pool import summary
 from dev.airflow_stack import celery_topology, components
@@ -35,13 +37,18 @@ POOL_SIZE = 4
 RUN_TIMEOUT = 900.0
 HOME = AIRFLOW_DIR / "bench-executor"
 CELERY_HOME = AIRFLOW_DIR / "bench-executor-celery"
+KUBERNETES_HOME = AIRFLOW_DIR / "bench-executor-kubernetes"
 EXECUTOR_CONN_ID = "opensandbox_executor"
 TOOK_FROM_POOL = "Took from warm pool"
+# An executor's result that holds this key says why it was not run (benchmarks/rows.py shows no
+# row for it, and its goal says why); one that holds "error" failed.
+UNAVAILABLE = "unavailable"
 DAG_FILES = [Path(overhead_default.__file__), Path(overhead_sandbox.__file__)]
 
 
 def measure(state: StackState) -> dict[str, Any]:
-    """The raw results of case (h), by executor: ``warm``, ``cold``, ``local``, ``celery``."""
+    """The raw results of case (h), by executor: ``warm``, ``cold``, ``local``, ``celery``,
+    ``kubernetes``."""
     server = state.servers["dns+nft"]
     assert overhead_sandbox.RUNS == RUNS, "the bench's Dag files map different numbers of tries"
     results: dict[str, Any] = {}
@@ -53,6 +60,7 @@ def measure(state: StackState) -> dict[str, Any]:
         results["warm"]["from_pool"] = _drawn_from_pool(airflow) - drawn_before
         results["cold"] = _overhead(airflow, server, overhead_sandbox.COLD_DAG_ID)
     results["celery"] = _on_celery(state)
+    results["kubernetes"] = _on_kubernetes(state)
     return results
 
 
@@ -75,6 +83,22 @@ def _on_celery(state: StackState) -> dict[str, Any]:
     site, topology = celery_topology.prepare(CELERY_HOME, extra_dags=DAG_FILES[:1])
     with running_airflow(site, topology) as airflow:
         return _overhead(airflow, state.servers["plain"], overhead_default.DAG_ID)
+
+
+def _on_kubernetes(state: StackState) -> dict[str, Any]:
+    if why := kubernetes_executor.unavailable():
+        return {UNAVAILABLE: why}
+    components.stop(KUBERNETES_HOME)
+    shutil.rmtree(KUBERNETES_HOME, ignore_errors=True)
+    site = AirflowSite.prepare(KUBERNETES_HOME, extra_dags=DAG_FILES[:1])
+    site = kubernetes_executor.with_kubernetes_executor(site)
+    with running_airflow(site) as airflow:
+        result = _overhead(airflow, state.servers["plain"], overhead_default.DAG_ID)
+        # The executor deletes each finished try's pod once it hears of its end.
+        if left := kubernetes_executor.wait_for_no_pods():
+            result["error"] = f"KubernetesExecutor left {len(left)} pods: {', '.join(left)}"
+    kubernetes_executor.delete_pods()
+    return result
 
 
 def _overhead(airflow: RunningAirflow, server: ServerInfo, dag_id: str) -> dict[str, Any]:

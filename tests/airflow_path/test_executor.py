@@ -221,6 +221,18 @@ def test_a_dag_on_the_executor_succeeds_with_mapped_tasks_and_leaves_no_sandbox(
     while left := _sandboxes_of(dns_nft_server, dag_id, run_id):
         assert time.monotonic() < deadline, f"Sandboxes left after the run: {left}"
         time.sleep(1)
+    # Every try ended as its task instance says: once the scheduler heard of each try's end,
+    # an executor's failure of its own is in no event.
+    event = "Received executor event with state {} for task instance TaskInstanceKey(dag_id='{}'"
+    deadline = time.monotonic() + LOG_TIMEOUT
+    while True:
+        said = components.log_file(airflow.site.home, "scheduler").read_text()
+        heard = sum(said.count(event.format(state, dag_id)) for state in ("success", "failed"))
+        if heard >= len(tis):
+            break
+        assert time.monotonic() < deadline, f"the scheduler heard of {heard} of {len(tis)} ends"
+        time.sleep(1)
+    assert event.format("failed", dag_id) not in said
 
 
 def test_a_scheduler_killed_mid_try_is_restarted_and_adopts_the_try_which_ends_once(

@@ -51,7 +51,12 @@ def test_a_goal_the_others_cannot_be_judged_on_does_not_fail_the_run() -> None:
     assert shortfalls(build_rows(raw)) == []
 
 
-def _executor_case(warm_median: float, *, celery: dict | None = None) -> dict:
+NO_CLUSTER = {"unavailable": "not measured: the local cluster is not up (`make kube-server-up`)"}
+
+
+def _executor_case(
+    warm_median: float, *, celery: dict | None = None, kubernetes: dict = NO_CLUSTER
+) -> dict:
     """Case (h) with LocalExecutor's queued-to-running median at 1 s."""
 
     def spans(median: float) -> dict:
@@ -64,6 +69,9 @@ def _executor_case(warm_median: float, *, celery: dict | None = None) -> dict:
             "cold": spans(4.0),
             "local": spans(1.0),
             "celery": celery if celery is not None else spans(1.5),
+            "kubernetes": kubernetes
+            if "unavailable" in kubernetes
+            else spans(kubernetes["median"]),
         }
     }
 
@@ -81,9 +89,28 @@ def test_the_executor_from_a_warm_pool_is_held_to_twice_localexecutors_median() 
         values["CeleryExecutor, the celery topology's workers: queued to running, median of 30"]
         == 1.5
     )
-    # KubernetesExecutor's goal says it was not measured here, which fails nothing.
+    # Without the local cluster, KubernetesExecutor has no rows, and its goal says it was not
+    # measured, which fails nothing.
     verdicts = dict(met[0].verdicts())
-    assert verdicts["ours <= 1/5 of KubernetesExecutor's"].startswith("not measured")
+    kubernetes_goal = "ours <= 1/5 of KubernetesExecutor's median (n/a)"
+    assert verdicts[kubernetes_goal].startswith("not measured: the local cluster is not up")
+
+
+def test_the_executor_from_a_warm_pool_is_held_to_a_fifth_of_kubernetes_executors_median() -> None:
+    met = build_rows(_executor_case(2.0, kubernetes={"median": 10.0}))
+    missed = build_rows(_executor_case(2.0, kubernetes={"median": 9.0}))
+    headline = "[h] OpenSandboxExecutor from a warm pool: queued to running, median of 30"
+    assert shortfalls(met) == []
+    assert shortfalls(missed) == [
+        f"{headline}: ours <= 1/5 of KubernetesExecutor's median (9.00 s) NOT MET"
+    ]
+    # Its four rows join the others'.
+    assert len(met) == 20
+    values = {row.title: row.values["ours"] for row in met}
+    assert (
+        values["KubernetesExecutor, pods on the local cluster: queued to running, median of 30"]
+        == 10.0
+    )
 
 
 def test_an_executor_without_a_result_fails_the_run_naming_its_rows() -> None:

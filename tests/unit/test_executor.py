@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +248,56 @@ def test_a_try_airflow_ended_elsewhere_is_ended_after_the_grace_and_a_running_on
     # A task instance back in a running state starts the grace again.
     states["id-marked"] = ("running", 1)
     assert watch.to_end(tries) == {cleared: "cleared"}
+
+
+def test_a_succeeded_tries_process_gets_airflows_success_overtime_before_its_sandbox_goes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opensandbox_provider.executors import _watch
+
+    succeeded = TaskInstanceKey("a_dag", "succeeded", "r", 1, -1)
+    monkeypatch.setattr(_watch, "current_states", lambda ids: {"id": ("success", 1)})
+    clock = [100.0]
+    monkeypatch.setattr(_watch.time, "monotonic", lambda: clock[0])
+    monkeypatch.setenv("AIRFLOW__CORE__TASK_SUCCESS_OVERTIME", "7")
+    watch = _watch.EndedElsewhere()
+    assert watch.to_end({succeeded: "id"}) == {}
+    # Past the grace of a task marked failed, the Task SDK's own overtime still runs.
+    clock[0] += _watch.GRACE_SECONDS
+    assert watch.to_end({succeeded: "id"}) == {}
+    clock[0] += 7 + _watch.SUCCESS_OVERTIME_MARGIN - _watch.GRACE_SECONDS
+    assert watch.to_end({succeeded: "id"}) == {succeeded: "success"}
+
+
+class _EndedTry:
+    """Stands in for a try's SandboxTry: records how the executor ended it."""
+
+    key, sandbox = KEY, "s"
+
+    def __init__(self) -> None:
+        self.ended = threading.Event()
+        self.calls: list[tuple[str, bool]] = []
+
+    def end(self, because: str, *, succeeded: bool = False) -> None:
+        self.calls.append((because, succeeded))
+        self.ended.set()
+
+
+@pytest.mark.parametrize(("state", "succeeded"), [("success", True), ("failed", False)])
+def test_a_try_the_executor_ends_reports_its_task_instances_state(
+    executor: Any, state: str, succeeded: bool
+) -> None:
+    # A try whose process ran on past the overtime after it succeeded is a success, not a
+    # failure of the executor's making; one marked failed is failed.
+    ended = _EndedTry()
+    with executor._lock:
+        executor._tries[KEY] = ended
+        executor._ti_ids[KEY] = "id"
+    executor._end_tries({KEY: state})
+    assert ended.ended.wait(10)
+    ((because, said_succeeded),) = ended.calls
+    assert said_succeeded is succeeded
+    assert "sandbox s" in because and "the executor destroyed the sandbox" in because
 
 
 @pytest.mark.parametrize(

@@ -126,6 +126,7 @@ class SandboxTry:
         self.backend = backend_for(settings)
         self.sandbox: str | None = None
         self._ended_because: str | None = None
+        self._ended_succeeded = False
         self._ending = threading.Event()
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
@@ -144,11 +145,13 @@ class SandboxTry:
         self.backend.hold(sandbox)
         return self._to_the_end(lambda: self._await_exit_status(self.settings.try_timeout))
 
-    def end(self, because: str) -> None:
+    def end(self, because: str, *, succeeded: bool = False) -> None:
         """
         End the try now, from another thread: its log is kept as far as it got, and its sandbox
-        destroyed under it; ``because`` is what its outcome says.
+        destroyed under it; ``because`` is what its outcome says, and ``succeeded`` whether it
+        reports a success (a try whose task instance already succeeded).
         """
+        self._ended_succeeded = succeeded
         self._ended_because = because
         self._keep_log()
         self._ending.set()
@@ -165,7 +168,7 @@ class SandboxTry:
         finally:
             self._destroy()
         if self._ended_because is not None:
-            return TryOutcome(self.key, succeeded=False, info=self._ended_because)
+            return TryOutcome(self.key, succeeded=self._ended_succeeded, info=self._ended_because)
         return outcome
 
     def _run(self) -> TryOutcome:

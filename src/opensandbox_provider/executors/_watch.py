@@ -23,6 +23,11 @@ RUNNING_STATES = frozenset({"queued", "running"})
 # destroyed: a try that ends normally reports its state a moment before its process exits and
 # its log is copied out, which this leaves time for.
 GRACE_SECONDS = 5.0
+# A try that succeeded may run on past its report: the Task SDK gives its process Airflow's
+# ``[core] task_success_overtime`` (listeners and the like) before it ends it, and a loaded
+# machine took over five seconds to end one that had nothing left to do. Its sandbox is left
+# that long, and this much more for the Task SDK's own end to come first.
+SUCCESS_OVERTIME_MARGIN = 5.0
 # How often the states are read: one query for every running try at once.
 CHECK_INTERVAL = 1.0
 
@@ -48,11 +53,22 @@ class EndedElsewhere:
                 self._since.pop(key, None)
                 continue
             since = self._since.setdefault(key, now)
-            if now - since >= GRACE_SECONDS:
-                ending[key] = state if try_number == key.try_number else "cleared"
+            ended = state if try_number == key.try_number else "cleared"
+            if now - since >= grace_for(ended):
+                ending[key] = ended
         for key in set(self._since) - set(tries):
             del self._since[key]
         return ending
+
+
+def grace_for(state: str) -> float:
+    """How long after its task instance became ``state`` a running try's sandbox is left."""
+    if state != "success":
+        return GRACE_SECONDS
+    from airflow.configuration import conf
+
+    overtime = conf.getfloat("core", "task_success_overtime", fallback=20.0)
+    return max(GRACE_SECONDS, overtime + SUCCESS_OVERTIME_MARGIN)
 
 
 def current_states(ti_ids: list[UUID]) -> dict[str, tuple[str, int | None]]:

@@ -22,7 +22,7 @@ from opensandbox_provider.executors._try import (
     log_path_of,
     spec_for,
 )
-from opensandbox_provider.executors._watch import CHECK_INTERVAL, EndedElsewhere
+from opensandbox_provider.executors._watch import CHECK_INTERVAL, EndedElsewhere, grace_for
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 
 if TYPE_CHECKING:
@@ -164,19 +164,31 @@ class OpenSandboxExecutor(BaseExecutor):
             with self._lock:
                 sandbox_try = self._tries.get(key)
                 self._ti_ids.pop(key, None)
-            if sandbox_try is not None:
+            if sandbox_try is None:
+                continue
+            if state == "success":
+                # Reported by the try itself, or marked in the UI: either way a success, which
+                # the event says too, not a failure of the executor's making.
+                because = (
+                    f"The task instance succeeded, and its try's process in sandbox "
+                    f"{sandbox_try.sandbox} had not ended {grace_for(state):g}s later; the "
+                    "executor destroyed the sandbox."
+                )
+            else:
                 because = (
                     f"The task instance became {state} in Airflow while its try ran in sandbox "
                     f"{sandbox_try.sandbox}; the executor destroyed the sandbox."
                 )
-                self._end(sandbox_try, because)
+            self._end(sandbox_try, because, succeeded=state == "success")
 
     @staticmethod
-    def _end(sandbox_try: SandboxTry, because: str) -> None:
+    def _end(sandbox_try: SandboxTry, because: str, *, succeeded: bool = False) -> None:
         # On a thread of its own: copying the log out and destroying the sandbox take a moment
         # the scheduler's loop does not wait for.
         threading.Thread(
-            target=sandbox_try.end, args=(because,), name="opensandbox-end", daemon=True
+            target=partial(sandbox_try.end, because, succeeded=succeeded),
+            name="opensandbox-end",
+            daemon=True,
         ).start()
 
     def revoke_task(self, *, ti: TaskInstance) -> None:
