@@ -90,7 +90,9 @@ def test_a_backend_with_the_pools_arguments_wants_what_the_pool_holds() -> None:
         "py", 1, STORE, cpu="500m", spec=SandboxSpec(allow_egress_to=["packages.example.internal"])
     )
     backend = OpenSandboxBackend(cpu="500m", warm_pool=pool)
-    wanted = pool_arguments(backend, SandboxSpec(allow_egress_to=["packages.example.internal"]))
+    wanted = pool_arguments(
+        backend.creation_template(SandboxSpec(allow_egress_to=["packages.example.internal"]))
+    )
     assert wanted.fingerprint() == pool.creation.fingerprint()
 
 
@@ -277,10 +279,12 @@ def test_a_task_draws_only_with_the_pools_private_values_and_never_says_them() -
     pool = WarmPool("py", 1, STORE, spec=OPEN, private_env={"API_TOKEN": "token-one-4a1f"})
     backend = OpenSandboxBackend(warm_pool=pool)
     same = pool_arguments(
-        backend, SandboxSpec(block_network=False, env={"API_TOKEN": "token-one-4a1f"})
+        backend.creation_template(
+            SandboxSpec(block_network=False, env={"API_TOKEN": "token-one-4a1f"})
+        )
     )
     rotated = pool_arguments(
-        backend, SandboxSpec(block_network=False, env={"API_TOKEN": "rotated-77"})
+        backend.creation_template(SandboxSpec(block_network=False, env={"API_TOKEN": "rotated-77"}))
     )
     assert pool.creation == same
     said = pool.creation.differences(rotated)

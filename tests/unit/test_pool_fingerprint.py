@@ -119,7 +119,7 @@ def test_a_backend_with_the_pools_arguments_wants_what_the_pool_holds(name: str)
     pool_settings, backend_settings, spec = DEFINITIONS[name]
     pool = WarmPool("py", 1, STORE, **pool_settings)
     backend = OpenSandboxBackend(warm_pool=pool, **backend_settings)
-    wanted = pool_arguments(backend, spec)
+    wanted = pool_arguments(backend.creation_template(spec))
     assert wanted == pool.creation
     assert pool.creation.differences(wanted) == []
 

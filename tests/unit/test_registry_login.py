@@ -158,7 +158,7 @@ def test_a_pools_definition_holds_the_connections_id_and_not_its_login(docker_co
     assert PASSWORD not in json.dumps(pool.creation.canonical())
     assert pool.creation.fingerprint() != public.creation.fingerprint()
     backend = OpenSandboxBackend(image="r.io/tool", registry_conn_id=conn_id)
-    assert _creation.pool_arguments(backend, pool.spec) == pool.creation
+    assert _creation.pool_arguments(backend.creation_template(pool.spec)) == pool.creation
 
 
 def test_a_pools_keeper_pulls_with_the_login_and_its_resources(

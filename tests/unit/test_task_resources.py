@@ -126,8 +126,10 @@ def test_a_pool_serves_only_a_backend_of_the_same_resources() -> None:
     same = OpenSandboxBackend(resources={"nvidia.com/gpu": "1"})
     other = OpenSandboxBackend(resources={"nvidia.com/gpu": "2"}, cpu_request="1")
 
-    assert _creation.pool_arguments(same, pool.spec) == pool.creation
-    differences = pool.creation.differences(_creation.pool_arguments(other, pool.spec))
+    assert _creation.pool_arguments(same.creation_template(pool.spec)) == pool.creation
+    differences = pool.creation.differences(
+        _creation.pool_arguments(other.creation_template(pool.spec))
+    )
     assert [said.split(" ")[0] for said in differences] == ["resources", "requests"]
 
 

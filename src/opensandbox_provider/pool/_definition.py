@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from opensandbox.models.sandboxes import NetworkPolicy
     from opensandbox.pool_types import PoolStateStore
 
+    from opensandbox_provider.sandbox._template import CreationTemplate
+
 POOL_KEY = "airflow-pool"
 """The metadata key naming the pool a sandbox was warmed for."""
 FINGERPRINT_KEY = "airflow-pool-fingerprint"
@@ -102,19 +104,32 @@ class CreationArguments:
             cpu=cpu,
             memory=memory,
             env=_arguments.environment(spec) or {},
-            network=None
-            if spec is None
-            else SandboxSpec(
-                block_network=spec.block_network,
-                allow_egress_to=spec.allow_egress_to,
-                allow_egress_to_cidrs=spec.allow_egress_to_cidrs,
-            ),
+            network=None if spec is None else _network(spec),
             volumes=tuple(volumes),
             resources=dict(resources or {}),
             requests=dict(requests or {}),
             # Nothing is pulled for a snapshot, so no login makes another sandbox.
             registry_conn_id=None if snapshot else registry_conn_id,
             private=frozenset(private),
+        )
+
+    @classmethod
+    def of_template(cls, template: CreationTemplate) -> CreationArguments:
+        """What a sandbox made as ``template`` says is made with, as a pool's definition says it."""
+        spec = template.spec
+        return cls(
+            # A snapshot replaces the image, so the image a backend also names does not count.
+            image=template.pulled_image,
+            snapshot=template.snapshot,
+            cpu=template.cpu,
+            memory=template.memory,
+            env=template.env or {},
+            network=None if spec is None else _network(spec),
+            volumes=template.volumes,
+            resources=dict(template.resources),
+            requests=dict(template.requests),
+            # Nothing is pulled for a snapshot, so no login makes another sandbox.
+            registry_conn_id=None if template.snapshot else template.registry_conn_id,
         )
 
     def policy(self) -> NetworkPolicy | None:
@@ -321,6 +336,15 @@ class WarmPool:
             POOL_KEY: self.name,
             FINGERPRINT_KEY: self.creation.fingerprint(),
         }
+
+
+def _network(spec: SandboxSpec) -> SandboxSpec:
+    """The spec's network fields alone, which are all of it the policy is made from."""
+    return SandboxSpec(
+        block_network=spec.block_network,
+        allow_egress_to=spec.allow_egress_to,
+        allow_egress_to_cidrs=spec.allow_egress_to_cidrs,
+    )
 
 
 def _dumped(model: Any) -> Any:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from opensandbox.config.connection_sync import ConnectionConfigSync
 
     from opensandbox_provider.pool import ServerPool, WarmPool
-    from opensandbox_provider.sandbox.backend import OpenSandboxBackend
+    from opensandbox_provider.sandbox._template import CreationTemplate
 
 POOL_REF = "poolRef"
 """The create request's extension naming the Pool (OpenSandbox's pool mode)."""
@@ -53,16 +53,11 @@ def check_backend(pool: ServerPool, *, snapshot: str | None, has_volumes: bool) 
 
 
 def create(
-    pool: ServerPool,
-    backend: OpenSandboxBackend,
-    *,
-    env: dict[str, str] | None,
-    metadata: dict[str, str],
-    config: ConnectionConfigSync,
+    pool: ServerPool, template: CreationTemplate, *, config: ConnectionConfigSync
 ) -> SandboxSync:
     """
-    A sandbox of ``pool``, stamped with ``metadata`` and the backend's lease as it is bound,
-    as the backend would have created it.
+    A sandbox of ``pool``, stamped with the template's metadata and lease as it is bound, as
+    the backend would have created it.
 
     No network policy is sent: the server refuses one with a pool, whose pods were started
     with whatever sidecar their template gives them. The backend proves afterwards, as for any
@@ -70,11 +65,11 @@ def create(
     """
     # The pod runs before the task asks for it, so an environment the spec sets cannot reach
     # its processes: refused here, rather than run without it.
-    if env:
+    if template.env:
         raise SandboxTerminalError(
             f"Server pool {pool.name!r} hands out pods already started, so the spec's env "
-            f"({', '.join(sorted(env))}) cannot reach their processes. Set the variables in "
-            "the Pool's pod template, or drop warm_pool."
+            f"({', '.join(sorted(template.env))}) cannot reach their processes. Set the "
+            "variables in the Pool's pod template, or drop warm_pool."
         )
     with as_sandbox_errors(f"take a sandbox from server pool {pool.name}", terminal=True):
         from opensandbox import SandboxSync
@@ -82,10 +77,10 @@ def create(
         try:
             return SandboxSync.create(
                 # The SDK asks for an image; the server takes the Pool's and ignores this.
-                backend.image,
-                timeout=timedelta(seconds=backend.sandbox_timeout),
-                ready_timeout=timedelta(seconds=backend.ready_timeout),
-                metadata=metadata,
+                template.image,
+                timeout=timedelta(seconds=template.lease),
+                ready_timeout=timedelta(seconds=template.ready_timeout),
+                metadata=dict(template.metadata),
                 extensions={POOL_REF: pool.name},
                 connection_config=config,
                 # Readiness is polled by wait_until_ready, as for a created sandbox.

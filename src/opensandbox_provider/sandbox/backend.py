@@ -56,6 +56,7 @@ from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
 from opensandbox_provider.sandbox._limits import byte_budget, validate_positive_finite
 from opensandbox_provider.sandbox._outcome import command_result, log_line, replaced_result
 from opensandbox_provider.sandbox._record import SandboxRecord
+from opensandbox_provider.sandbox._template import CreationTemplate
 from opensandbox_provider.sandbox._try_end import TRY_ENDS
 
 if TYPE_CHECKING:
@@ -278,8 +279,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         ``identity`` when given: the executor creates a try's sandbox in the scheduler, where
         no task runs.
         """
-        policy = _policy.network_policy(spec)
-        env = _arguments.environment(spec)
+        # The spec's policy and environment, derived once: the create, a pool's draw and the
+        # egress proof below all read them from the template.
+        template = self.creation_template(spec)
         try:
             # First, so that a worker without the SDK is told how to install it before anything
             # else it lacks (outside Airflow, a deployment id) is looked for.
@@ -304,15 +306,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 return adopted
             metadata.update(slot.metadata())
         started = time.monotonic()
-        sdk, drawn = obtain(
-            self,
-            spec,
-            lifecycle=self._lifecycle,
-            env=env,
-            metadata=metadata,
-            policy=policy,
-            config=config,
-        )
+        template = template.stamped(metadata)
+        sdk, drawn = obtain(template, self.warm_pool, lifecycle=self._lifecycle, config=config)
         record = SandboxRecord(
             sdk,
             expires_at=started + self.sandbox_timeout,
@@ -322,13 +317,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # Known by handle from here on, so that a failure below destroys it as any other.
         with self._lock:
             self._sandboxes[sdk.id] = record
-        how, made_from = origin(self, drawn)
+        how, made_from = origin(template, drawn)
         log.info(
             "%s OpenSandbox sandbox %s from %s with %s, in %.2fs.",
             how,
             sdk.id,
             made_from,
-            _policy.describe(policy),
+            _policy.describe(template.policy),
             time.monotonic() - started,
         )
         try:
@@ -338,13 +333,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 diagnose=lambda: why_not_ready(
                     self._lifecycle,
                     sdk.id,
-                    image=None if self.snapshot else self.image,
-                    registry_conn_id=self.registry_conn_id,
+                    image=template.pulled_image,
+                    registry_conn_id=template.registry_conn_id,
                 ),
             )
-            if policy is not None:
+            if template.policy is not None:
                 with _server_pool.advising(drawn):
-                    _policy.require_enforced(record.http, policy, sandbox=sdk.id)
+                    _policy.require_enforced(record.http, template.policy, sandbox=sdk.id)
                 log.info(
                     "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
                     sdk.id,
@@ -367,6 +362,23 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         )
         _metrics.sandbox_created(route(drawn), time.monotonic() - started)
         return sdk.id
+
+    def creation_template(self, spec: SandboxSpec | None) -> CreationTemplate:
+        """What a sandbox for ``spec`` is created with: this backend's arguments and the spec's."""
+        return CreationTemplate.of(
+            spec,
+            image=self.image,
+            snapshot=self.snapshot,
+            cpu=self.cpu,
+            memory=self.memory,
+            resources=self.resources,
+            requests=self.resource_requests,
+            registry_conn_id=self.registry_conn_id,
+            volumes=self.volumes,
+            lease=self.sandbox_timeout,
+            ready_timeout=self.ready_timeout,
+            conn_id=self.opensandbox_conn_id,
+        )
 
     # --- Reconnect ---
 
