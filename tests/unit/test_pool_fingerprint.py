@@ -11,9 +11,8 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
 from opensandbox_provider.pool import WarmPool
-from opensandbox_provider.pool._definition import FINGERPRINT_KEY
+from opensandbox_provider.pool._definition import FINGERPRINT_KEY, CreationArguments
 from opensandbox_provider.sandbox import HostPath, NamedVolume, OpenSandboxBackend
-from opensandbox_provider.sandbox._creation import pool_arguments
 
 STORE = "redis://localhost:6379/0"
 
@@ -119,7 +118,7 @@ def test_a_backend_with_the_pools_arguments_wants_what_the_pool_holds(name: str)
     pool_settings, backend_settings, spec = DEFINITIONS[name]
     pool = WarmPool("py", 1, STORE, **pool_settings)
     backend = OpenSandboxBackend(warm_pool=pool, **backend_settings)
-    wanted = pool_arguments(backend.creation_template(spec))
+    wanted = CreationArguments.of_template(backend.creation_template(spec))
     assert wanted == pool.creation
     assert pool.creation.differences(wanted) == []
 

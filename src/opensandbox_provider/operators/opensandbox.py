@@ -57,7 +57,7 @@ from opensandbox_provider.operators._stop import (
     stop_gracefully,
 )
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
-from opensandbox_provider.pool._server_pool import ServerPool
+from opensandbox_provider.pool import ServerPool
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import (
     MAX_RUNNING_PAST_DEADLINE,

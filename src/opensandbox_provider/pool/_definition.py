@@ -10,18 +10,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow.providers.common.ai.sandbox.base import SandboxSpec
+from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
 from opensandbox_provider import _tags
 from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._deployment import deployment_id
 from opensandbox_provider.egress import _policy
+from opensandbox_provider.pool import _draw
 from opensandbox_provider.sandbox import _arguments, _resources, _volumes
 
 if TYPE_CHECKING:
+    from opensandbox import SandboxSync
+    from opensandbox.config.connection_sync import ConnectionConfigSync
     from opensandbox.models.sandboxes import NetworkPolicy
     from opensandbox.pool_types import PoolStateStore
 
+    from opensandbox_provider._metrics import Route
+    from opensandbox_provider.sandbox._lifecycle import Lifecycle
     from opensandbox_provider.sandbox._template import CreationTemplate
 
 POOL_KEY = "airflow-pool"
@@ -318,6 +323,37 @@ class WarmPool:
         """Whether ``name`` is one this pool warms a sandbox with."""
         suffix = (name or "").removeprefix(self.idle_name_prefix)
         return suffix != name and _IDLE_NAME_SUFFIX.fullmatch(suffix) is not None
+
+    @property
+    def route(self) -> Route:
+        return "warm_pool"
+
+    def check_backend(self, *, snapshot: str | None, has_volumes: bool) -> None:
+        """Nothing to refuse when the Dag is parsed: each draw compares the arguments."""
+
+    def take(
+        self, template: CreationTemplate, *, lifecycle: Lifecycle, config: ConnectionConfigSync
+    ) -> SandboxSync | None:
+        """
+        An idle sandbox of the pool, made the task's, when the pool's arguments are the
+        template's (see :mod:`._draw`); ``None`` when the backend is to create one without it.
+        """
+        handover = _draw.Handover(
+            lifecycle=lifecycle,
+            config=config,
+            metadata=dict(template.metadata),
+            lease=template.lease,
+            connect_timeout=template.ready_timeout,
+        )
+        wanted = CreationArguments.of_template(template)
+        return _draw.draw(self, wanted=wanted, conn_id=template.conn_id, handover=handover)
+
+    def origin(self, template: CreationTemplate) -> tuple[str, str]:
+        return f"Took from warm pool {self.name}", template.made_from
+
+    def unenforced(self, error: SandboxTerminalError) -> None:
+        """Nothing to add: a warm sandbox is made with the policy, as a created one is."""
+        return None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> WarmPool:
         # Airflow deep-copies a task and the backend it holds; a pool is a frozen value, and

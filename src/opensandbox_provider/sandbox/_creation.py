@@ -2,7 +2,6 @@
 How a backend comes to have a sandbox: one taken from its pool, a new one made by the server
 as the creation template says and waited for until execd answers, or one found again by
 handle.
-What a warm pool's sandbox must match is said here too.
 """
 
 from __future__ import annotations
@@ -15,15 +14,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
 from opensandbox_provider._errors import api_exceptions, as_sandbox_errors
 from opensandbox_provider.egress import _policy
-from opensandbox_provider.pool._server_pool import ServerPool
-from opensandbox_provider.sandbox import (
-    _diagnosis,
-    _pool,
-    _registry,
-    _resources,
-    _server_pool,
-    _volumes,
-)
+from opensandbox_provider.sandbox import _diagnosis, _registry, _resources, _volumes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,57 +23,39 @@ if TYPE_CHECKING:
     from opensandbox.config.connection_sync import ConnectionConfigSync
 
     from opensandbox_provider._metrics import Route
-    from opensandbox_provider.pool._definition import CreationArguments, WarmPool
     from opensandbox_provider.sandbox._lifecycle import Lifecycle
     from opensandbox_provider.sandbox._record import SandboxRecord
+    from opensandbox_provider.sandbox._source import SandboxSource
     from opensandbox_provider.sandbox._template import CreationTemplate
 
 
 def obtain(
     template: CreationTemplate,
-    pool: WarmPool | ServerPool | None,
+    source: SandboxSource | None,
     *,
     lifecycle: Lifecycle,
     config: ConnectionConfigSync,
-) -> tuple[SandboxSync, WarmPool | ServerPool | None]:
+) -> tuple[SandboxSync, SandboxSource | None]:
     """
-    A sandbox made as ``template`` says, and the pool it was taken from: from ``pool`` when
-    that serves it (see :mod:`._pool` and :mod:`._server_pool` for when it does not), else new.
+    A sandbox made as ``template`` says, and the pool it was taken from: from ``source`` when
+    that serves it (each pool says when it does not), else new.
     """
-    sdk = None
-    if isinstance(pool, ServerPool):
-        waiting = awaiting_the_pod(config, template.ready_timeout)
-        sdk = _server_pool.create(pool, template, config=waiting)
-    elif pool is not None:
-        handover = _pool.Handover(
-            lifecycle=lifecycle,
-            config=config,
-            metadata=dict(template.metadata),
-            lease=template.lease,
-            connect_timeout=template.ready_timeout,
-        )
-        sdk = _pool.draw(
-            pool, wanted=pool_arguments(template), conn_id=template.conn_id, handover=handover
-        )
+    sdk = None if source is None else source.take(template, lifecycle=lifecycle, config=config)
     if sdk is None:
         return create_cold(template, config), None
-    return sdk, pool
+    return sdk, source
 
 
-def origin(template: CreationTemplate, drawn: WarmPool | ServerPool | None) -> tuple[str, str]:
+def origin(template: CreationTemplate, drawn: SandboxSource | None) -> tuple[str, str]:
     """How the log says where a sandbox came from: how it was had, and of what."""
-    if isinstance(drawn, ServerPool):
-        return f"Took from server pool {drawn.name}", "its Pool's pod template"
     if drawn is not None:
-        return f"Took from warm pool {drawn.name}", template.made_from
+        return drawn.origin(template)
     return "Created", template.made_from
 
 
-def route(drawn: WarmPool | ServerPool | None) -> Route:
+def route(drawn: SandboxSource | None) -> Route:
     """The route a sandbox came by, as its creation's metric is named."""
-    if isinstance(drawn, ServerPool):
-        return "server_pool"
-    return "cold" if drawn is None else "warm_pool"
+    return "cold" if drawn is None else drawn.route
 
 
 def create_cold(template: CreationTemplate, config: ConnectionConfigSync) -> SandboxSync:
@@ -179,10 +152,3 @@ def connect(handle: str, *, config: ConnectionConfigSync, ready_timeout: float) 
             connect_timeout=timedelta(seconds=ready_timeout),
             skip_health_check=True,
         )
-
-
-def pool_arguments(template: CreationTemplate) -> CreationArguments:
-    """What ``template`` makes, as a warm pool's definition says it, to compare with the pool's."""
-    from opensandbox_provider.pool._definition import CreationArguments
-
-    return CreationArguments.of_template(template)

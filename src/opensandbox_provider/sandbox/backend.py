@@ -31,14 +31,12 @@ from opensandbox_provider.egress import _policy
 from opensandbox_provider.execd import _stream_end as stream_ends
 from opensandbox_provider.execd._execd import EXECD_PORT
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.pool._server_pool import ServerPool
 from opensandbox_provider.sandbox import (
     _arguments,
     _lifecycle,
     _parking,
     _pause,
     _resources,
-    _server_pool,
     _volumes,
 )
 from opensandbox_provider.sandbox._abandoned import Abandoned
@@ -50,12 +48,13 @@ from opensandbox_provider.sandbox._creation import (
     wait_until_ready,
 )
 from opensandbox_provider.sandbox._diagnosis import why_not_ready
-from opensandbox_provider.sandbox._files import SandboxFiles
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
 from opensandbox_provider.sandbox._limits import byte_budget, validate_positive_finite
 from opensandbox_provider.sandbox._outcome import command_result, log_line, replaced_result
 from opensandbox_provider.sandbox._record import SandboxRecord
+from opensandbox_provider.sandbox._sandbox_files import SandboxFiles
+from opensandbox_provider.sandbox._source import advising
 from opensandbox_provider.sandbox._template import CreationTemplate
 from opensandbox_provider.sandbox._try_end import TRY_ENDS
 
@@ -69,8 +68,8 @@ if TYPE_CHECKING:
 
     from opensandbox_provider._identity import TaskInstanceIdentity
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
-    from opensandbox_provider.pool import WarmPool
     from opensandbox_provider.sandbox._parking import DurableSlot
+    from opensandbox_provider.sandbox._source import SandboxSource
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +191,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         snapshot: str | None = None,
         volumes: Sequence[_volumes.Mount] | None = None,
         pause_when_released: bool = False,
-        warm_pool: WarmPool | ServerPool | None = None,
+        warm_pool: SandboxSource | None = None,
         park_margin: float = _parking.PARK_MARGIN,
     ) -> None:
         _arguments.check_backend(
@@ -222,10 +221,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         self.use_server_proxy = use_server_proxy
         self.workdir = _arguments.working_directory(workdir)
         self.pause_when_released = bool(pause_when_released)
-        if isinstance(warm_pool, ServerPool):
-            _server_pool.check_backend(
-                warm_pool, snapshot=self.snapshot, has_volumes=bool(self.volumes)
-            )
+        if warm_pool is not None:
+            warm_pool.check_backend(snapshot=self.snapshot, has_volumes=bool(self.volumes))
         self.warm_pool = warm_pool
         self.park_margin = float(park_margin)
         self._hook: OpenSandboxHook | None = None
@@ -338,7 +335,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 ),
             )
             if template.policy is not None:
-                with _server_pool.advising(drawn):
+                with advising(drawn):
                     _policy.require_enforced(record.http, template.policy, sandbox=sdk.id)
                 log.info(
                     "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
