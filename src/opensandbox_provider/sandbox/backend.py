@@ -36,10 +36,11 @@ from opensandbox_provider.sandbox import (
     _lifecycle,
     _parking,
     _pause,
-    _resources,
     _volumes,
 )
 from opensandbox_provider.sandbox._abandoned import Abandoned
+from opensandbox_provider.sandbox._backend_settings import SETTINGS as _SETTINGS
+from opensandbox_provider.sandbox._backend_settings import checked_settings
 from opensandbox_provider.sandbox._creation import (
     connect,
     obtain,
@@ -50,7 +51,7 @@ from opensandbox_provider.sandbox._creation import (
 from opensandbox_provider.sandbox._diagnosis import why_not_ready
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
-from opensandbox_provider.sandbox._limits import byte_budget, validate_positive_finite
+from opensandbox_provider.sandbox._limits import byte_budget
 from opensandbox_provider.sandbox._outcome import command_result, log_line, replaced_result
 from opensandbox_provider.sandbox._record import SandboxRecord
 from opensandbox_provider.sandbox._sandbox_files import SandboxFiles
@@ -194,37 +195,46 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         warm_pool: SandboxSource | None = None,
         park_margin: float = _parking.PARK_MARGIN,
     ) -> None:
-        _arguments.check_backend(
+        settings = checked_settings(
             image=image,
             cpu=cpu,
             memory=memory,
+            resources=resources,
+            cpu_request=cpu_request,
+            memory_request=memory_request,
+            registry_conn_id=registry_conn_id,
             sandbox_timeout=sandbox_timeout,
             ready_timeout=ready_timeout,
+            use_server_proxy=use_server_proxy,
+            workdir=workdir,
+            snapshot=snapshot,
+            volumes=volumes,
+            pause_when_released=pause_when_released,
+            warm_pool=warm_pool,
+            park_margin=park_margin,
         )
-        validate_positive_finite(park_margin, "park_margin")
-        self.snapshot = _arguments.snapshot_id(snapshot)
-        self.volumes = _volumes.checked(volumes)
         self.opensandbox_conn_id = opensandbox_conn_id
-        self.image = image
-        self.cpu = cpu
-        self.memory = memory
-        self.resources = _resources.extra_limits(resources)
-        self.cpu_request = cpu_request
-        self.memory_request = memory_request
-        # Checked now, so that a request above its limit fails when the Dag is parsed.
-        self.resource_requests = _resources.requests(
-            cpu=cpu, memory=memory, cpu_request=cpu_request, memory_request=memory_request
-        )
-        self.registry_conn_id = registry_conn_id
-        self.sandbox_timeout = float(sandbox_timeout)
-        self.ready_timeout = float(ready_timeout)
-        self.use_server_proxy = use_server_proxy
-        self.workdir = _arguments.working_directory(workdir)
-        self.pause_when_released = bool(pause_when_released)
-        if warm_pool is not None:
-            warm_pool.check_backend(snapshot=self.snapshot, has_volumes=bool(self.volumes))
-        self.warm_pool = warm_pool
-        self.park_margin = float(park_margin)
+        self.image: str = settings["image"]
+        self.cpu: str = settings["cpu"]
+        self.memory: str = settings["memory"]
+        self.resources: dict[str, str] = settings["resources"]
+        self.cpu_request: str | None = settings["cpu_request"]
+        self.memory_request: str | None = settings["memory_request"]
+        self.resource_requests: dict[str, str] = settings["resource_requests"]
+        self.registry_conn_id: str | None = settings["registry_conn_id"]
+        self.sandbox_timeout: float = settings["sandbox_timeout"]
+        self.ready_timeout: float = settings["ready_timeout"]
+        self.use_server_proxy: bool | None = settings["use_server_proxy"]
+        self.workdir: str | None = settings["workdir"]
+        self.snapshot: str | None = settings["snapshot"]
+        self.volumes: tuple[_volumes.Mount, ...] = settings["volumes"]
+        self.pause_when_released: bool = settings["pause_when_released"]
+        self.warm_pool: SandboxSource | None = settings["warm_pool"]
+        self.park_margin: float = settings["park_margin"]
+        self._start_afresh()
+
+    def _start_afresh(self) -> None:
+        """What the backend knows and holds at run time, none of it yet."""
         self._hook: OpenSandboxHook | None = None
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
@@ -241,14 +251,26 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # The server's lifecycle API, one client for every call this backend makes to it.
         self._lifecycle = Lifecycle(self._connection_config)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> OpenSandboxBackend:
-        # Airflow 3.0 deep-copies a task before it runs it, its toolsets' backend included.
-        # A lock cannot be copied, and the sandboxes an instance tracks are its own: the
-        # copy is a fresh backend with the same settings, as the Dag file would make it.
-        # Each keyword argument is kept as the attribute of its name, as __init__ took it.
-        made_with = inspect.signature(OpenSandboxBackend.__init__).parameters.values()
-        settings = {p.name: getattr(self, p.name) for p in made_with if p.kind is p.KEYWORD_ONLY}
-        return type(self)(self.opensandbox_conn_id, **settings)
+    def __getstate__(self) -> dict[str, Any]:
+        # Airflow 3.0 deep-copies a task before it runs it, its toolsets' backend included. A
+        # lock cannot be copied, and the sandboxes an instance tracks are its own: a copy
+        # carries the settings alone and starts afresh, as the Dag file would make it.
+        return {name: getattr(self, name) for name in ("opensandbox_conn_id", *_SETTINGS)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._start_afresh()
+
+    @classmethod
+    def check_arguments(cls, **arguments: Any) -> None:
+        """
+        Check the keyword arguments a backend would be made with, as making it would, without
+        making one: the operator does when its Dag is parsed, and each run makes its own.
+        """
+        bound = inspect.signature(cls.__init__).bind_partial(**arguments)
+        bound.apply_defaults()
+        bound.arguments.pop("opensandbox_conn_id", None)
+        checked_settings(**bound.arguments)
 
     # --- Configure ---
 
