@@ -35,5 +35,5 @@ def sent_by_create(
     monkeypatch.setattr(SandboxSync, "create", create)
     config = ConnectionConfigSync(domain="h:1", request_timeout=timedelta(seconds=1))
     with pytest.raises(_Stopped):
-        _creation.create_cold(backend, None, metadata or {}, None, config)
+        _creation.create_cold(backend.creation_template(None).stamped(metadata or {}), config)
     return sent

@@ -1,12 +1,16 @@
 """
 The package's imports point one way, from the code that decides to the code that speaks a
-protocol (docs/layout.rst): the Airflow entry points use ``sandbox/`` and ``hooks/``;
-``sandbox/`` uses ``hooks/`` and the wire packages ``execd/`` and ``egress/``; ``hooks/`` uses
-none of what builds on it; the shared top-level modules and the wire packages import nothing
-that decides; the pure parsers import nothing of ours; ``executors/``, an entry point Airflow
-loads by its path, is imported by nothing of ours; nothing in ``src/`` imports ``dev/`` or
-``tests/``. The checker reads the source with :mod:`ast`, so a violation is found without
-importing anything, including one hidden in a function body or under ``TYPE_CHECKING``.
+protocol (docs/layout.rst): the Airflow entry points use ``pool/``, ``sandbox/`` and
+``hooks/``; ``pool/`` builds on ``sandbox/``, which names the pools only through its source
+protocol and never imports them; ``sandbox/`` uses ``hooks/`` and the wire packages ``execd/``
+and ``egress/``; ``hooks/`` uses none of what builds on it; the shared top-level modules and the
+wire packages import nothing that decides; the pure parsers import nothing of ours;
+``executors/``, an entry point Airflow loads by its path, is imported by nothing of ours;
+nothing in ``src/`` imports ``dev/`` or ``tests/``. A package's private modules are its own,
+but for the few another package may import, each listed below with its reason; and no two
+private modules share a name. The checker reads the source with :mod:`ast`, so a violation is
+found without importing anything, including one hidden in a function body or under
+``TYPE_CHECKING``.
 """
 
 from __future__ import annotations
@@ -47,6 +51,59 @@ IMPORTED_BY_NOTHING = ("executors",)
 # hook reads in sandbox metadata (tags, the task instance) is in the shared top-level modules.
 BUILT_ON_HOOKS = ("sandbox", "pool", *ENTRY_POINTS)
 OUTSIDE = ("dev", "tests", "benchmarks", "system_tests")
+# The pools build on the backend: a draw reads its creation template and lifecycle client. The
+# backend takes a sandbox from them through the source protocol in sandbox/, so it never
+# imports them, and the two packages never import each other both ways.
+POOLS = "pool"
+BUILT_ON_POOLS = ("sandbox", *WIRE, "hooks")
+# A private module that another package of ours may import, and which packages: each with why
+# it is not public and not the importer's own.
+SHARED_PRIVATE = {
+    # The wire: the protocol packages' clients and parsers, which the deciding layers drive;
+    # private because no user calls them.
+    "execd._http": (("egress", "sandbox"), "the one request path to a sandbox's services"),
+    "execd._deadline": (
+        ("_clients", "_transport", "egress", "sandbox"),
+        "the whole-call deadline every socket of ours carries",
+    ),
+    "execd._chunked": (("_exchange",), "the chunked-body parser an exchange reads with"),
+    "execd._execd": (("sandbox",), "the execd client the backend drives"),
+    "execd._events": (("sandbox", "triggers"), "a command's events, read by both that follow one"),
+    "execd._stream_end": (("sandbox",), "how a command's stream ended"),
+    "execd._background": (
+        ("operators", "triggers"),
+        "the background command the operator starts and the trigger follows",
+    ),
+    "execd._command_status": (("triggers",), "a background command's status, read by the trigger"),
+    "egress._policy": (
+        ("operators", "pool", "sandbox"),
+        "a spec's policy, checked when a Dag is parsed, compared by a pool, sent by the backend",
+    ),
+    # What a listing of sandboxes reads, for every view of them.
+    "hooks._sandboxes": (
+        ("executors", "maintenance", "operators", "plugins", "sandbox"),
+        "one sandbox as a listing reads it",
+    ),
+    # The backend's parts the layers above it share with it, so that each is said once.
+    "sandbox._arguments": (
+        ("decorators", "maintenance", "pool"),
+        "the checks of a backend's arguments, made when a Dag is parsed too",
+    ),
+    "sandbox._limits": (("operators",), "the checks of byte budgets and timeouts"),
+    "sandbox._lifecycle": (("maintenance", "pool"), "the server's lifecycle client and states"),
+    "sandbox._lease": (("triggers",), "the renewals a deferred task's sandbox still gets"),
+    "sandbox._outcome": (("triggers",), "a command's end as its result"),
+    "sandbox._snapshots": (("decorators", "maintenance"), "prepared snapshots, found by name"),
+    "sandbox._snapshot_use": (("maintenance",), "which snapshots a sandbox uses"),
+    "sandbox._template": (("pool",), "the creation template a pool takes a sandbox by"),
+    "sandbox._creation": (("pool",), "the create's request timeout and limits a pool shares"),
+    "sandbox._registry": (("pool",), "the image's registry login, which a keeper pulls with"),
+    "sandbox._resources": (("pool",), "the resource checks a pool's definition makes"),
+    "sandbox._volumes": (("pool",), "the volumes a pool's sandboxes mount"),
+    # The entry points' parts that another entry point shares.
+    "operators._files": (("decorators",), "the files checks the decorator makes when parsed"),
+    "operators._stop": (("triggers",), "how a running command is stopped"),
+}
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -77,6 +134,31 @@ def _within(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
+def _private_module(target: str) -> str | None:
+    """``package._module`` when ``target`` is in a subpackage's private module, else ``None``."""
+    parts = target.split(".")
+    if len(parts) < 2 or parts[0].startswith("_"):
+        return None
+    if parts[1].startswith("_") and not parts[1].startswith("__"):
+        return ".".join(parts[:2])
+    return None
+
+
+def _foreign_private(local: str, is_package: bool, target: str) -> str | None:
+    """A sentence when ``local`` imports another package's private module unlisted."""
+    private = _private_module(target)
+    if private is None:
+        return None
+    home = local.split(".")[0] if ("." in local or is_package) else local
+    owner = private.split(".")[0]
+    if home == owner:
+        return None
+    importers, _why = SHARED_PRIVATE.get(private, ((), ""))
+    if home in importers:
+        return None
+    return f"imports {private}, a private module of {owner}/ not listed as shared with {home}"
+
+
 def violations(root: Path) -> list[str]:
     """Each import in the tree under ``root`` that points the wrong way, as a sentence."""
     found = []
@@ -93,6 +175,9 @@ def violations(root: Path) -> list[str]:
             if not _within(name, PACKAGE) or name == PACKAGE:
                 continue
             target = name[len(PACKAGE) + 1 :]
+            foreign = _foreign_private(local, path.name == "__init__.py", target)
+            if foreign is not None:
+                found.append(f"{module} {foreign}")
             if any(
                 _within(target, kept) and not _within(local, kept) for kept in IMPORTED_BY_NOTHING
             ):
@@ -114,14 +199,57 @@ def violations(root: Path) -> list[str]:
                     found.append(
                         f"{module} is shared by every layer but imports {name}, which decides"
                     )
+            elif _within(local, POOLS):
+                if any(_within(target, entry) for entry in ENTRY_POINTS):
+                    found.append(f"{module} imports the entry point {name}")
             elif _within(local, "sandbox"):
                 if any(_within(target, entry) for entry in ENTRY_POINTS):
                     found.append(f"{module} imports the entry point {name}")
+                elif _within(target, POOLS):
+                    found.append(f"{module} imports {name}, which builds on the backend")
     return found
+
+
+def repeated_private_names(root: Path) -> list[str]:
+    """Each private module name that more than one module in the tree has, as a sentence."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("_*.py")):
+        if path.name.startswith("__"):
+            continue
+        where.setdefault(path.stem, []).append(module_name(root, path))
+    return [
+        f"{name} names {len(modules)} modules: {', '.join(modules)}"
+        for name, modules in sorted(where.items())
+        if len(modules) > 1
+    ]
 
 
 def test_the_package_imports_point_one_way() -> None:
     assert violations(SRC) == []
+
+
+def test_no_two_private_modules_share_a_name() -> None:
+    # A name says which module it is wherever it is read: in a traceback, a log's logger
+    # name, an import.
+    assert repeated_private_names(SRC) == []
+
+
+def test_each_shared_private_module_is_still_shared() -> None:
+    # An entry that nothing needs any more would let a new import in unnoticed.
+    used: dict[str, set[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        module = module_name(SRC, path)
+        local = module[len(PACKAGE) + 1 :]
+        is_package = path.name == "__init__.py"
+        home = local.split(".")[0] if ("." in local or is_package) else local
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for name in imported(tree, module, is_package):
+            if not _within(name, PACKAGE) or name == PACKAGE:
+                continue
+            private = _private_module(name[len(PACKAGE) + 1 :])
+            if private is not None and private.split(".")[0] != home:
+                used.setdefault(private, set()).add(home)
+    assert {private: set(importers) for private, (importers, _) in SHARED_PRIVATE.items()} == used
 
 
 def test_the_wire_packages_exist_and_hold_the_protocol() -> None:
@@ -194,6 +322,27 @@ CLEAN = {
             "imports tests.unit, outside src/",
         ),
         (
+            f"{PACKAGE}/sandbox/_creation.py",
+            "from opensandbox_provider.pool import ServerPool\n",
+            "imports opensandbox_provider.pool.ServerPool, which builds on the backend",
+        ),
+        (
+            f"{PACKAGE}/sandbox/backend.py",
+            "def f():\n    from opensandbox_provider.pool._definition import WarmPool\n",
+            "imports opensandbox_provider.pool._definition, which builds on the backend",
+        ),
+        (
+            f"{PACKAGE}/pool/_keeper.py",
+            "from opensandbox_provider.operators.op import Operator\n",
+            "imports the entry point opensandbox_provider.operators",
+        ),
+        (
+            f"{PACKAGE}/operators/op.py",
+            "from opensandbox_provider.sandbox._record import SandboxRecord\n",
+            "imports sandbox._record, a private module of sandbox/ not listed as shared with "
+            "operators",
+        ),
+        (
             f"{PACKAGE}/operators/op.py",
             "from opensandbox_provider.executors import OpenSandboxExecutor\n",
             "imports opensandbox_provider.executors.OpenSandboxExecutor, which only Airflow's "
@@ -211,3 +360,11 @@ def test_the_checker_finds_a_planted_violation(
 
 def test_the_checker_passes_a_clean_tree(tmp_path: Path) -> None:
     assert violations(_tree(tmp_path, CLEAN)) == []
+    assert repeated_private_names(_tree(tmp_path, CLEAN)) == []
+
+
+def test_the_checker_finds_a_private_name_given_twice(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {**CLEAN, f"{PACKAGE}/sandbox/_http.py": ""})
+    assert repeated_private_names(root) == [
+        f"_http names 2 modules: {PACKAGE}.execd._http, {PACKAGE}.sandbox._http"
+    ]

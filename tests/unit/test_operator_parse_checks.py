@@ -87,3 +87,18 @@ def test_a_spec_that_is_no_sandbox_spec_fails_at_parse_time() -> None:
 def test_a_valid_allowlist_parses() -> None:
     spec = SandboxSpec(allow_egress_to=["data.example.com"], allow_egress_to_cidrs=["10.0.0.0/8"])
     assert operator(spec=spec).spec is spec
+
+
+def test_the_operator_checks_its_backends_arguments_without_making_a_backend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A backend holds a lock and a lifecycle client: a Dag's parse makes none.
+    from opensandbox_provider.sandbox import OpenSandboxBackend
+
+    def made(self) -> None:
+        raise AssertionError("the operator made a backend when the Dag was parsed")
+
+    monkeypatch.setattr(OpenSandboxBackend, "_start_afresh", made)
+    OpenSandboxOperator(task_id="t", command="true", cpu="2")
+    with pytest.raises(ValueError, match="sandbox_timeout"):
+        OpenSandboxOperator(task_id="t", command="true", sandbox_timeout=1)

@@ -13,12 +13,11 @@ from opensandbox.exceptions import PoolStateStoreUnavailableException
 from opensandbox.pool import InMemoryPoolStateStore
 
 from dev.stack import redis
-from opensandbox_provider.pool import WarmPool
+from opensandbox_provider.pool import WarmPool, _draw
 from opensandbox_provider.pool.__main__ import load, main
 from opensandbox_provider.pool._definition import FINGERPRINT_KEY, POOL_KEY, CreationArguments
 from opensandbox_provider.pool._store import state_store
-from opensandbox_provider.sandbox import HostPath, NamedVolume, OpenSandboxBackend, _pool
-from opensandbox_provider.sandbox._creation import pool_arguments
+from opensandbox_provider.sandbox import HostPath, NamedVolume, OpenSandboxBackend
 
 STORE = "redis://localhost:6379/0"
 OPEN = SandboxSpec(block_network=False)
@@ -90,7 +89,9 @@ def test_a_backend_with_the_pools_arguments_wants_what_the_pool_holds() -> None:
         "py", 1, STORE, cpu="500m", spec=SandboxSpec(allow_egress_to=["packages.example.internal"])
     )
     backend = OpenSandboxBackend(cpu="500m", warm_pool=pool)
-    wanted = pool_arguments(backend, SandboxSpec(allow_egress_to=["packages.example.internal"]))
+    wanted = CreationArguments.of_template(
+        backend.creation_template(SandboxSpec(allow_egress_to=["packages.example.internal"]))
+    )
     assert wanted.fingerprint() == pool.creation.fingerprint()
 
 
@@ -152,11 +153,11 @@ class UntouchableLifecycle:
 
 
 def draw(pool: WarmPool, wanted: CreationArguments | None = None, conn_id: str | None = None):
-    return _pool.draw(
+    return _draw.draw(
         pool,
         wanted=pool.creation if wanted is None else wanted,
         conn_id=pool.opensandbox_conn_id if conn_id is None else conn_id,
-        handover=_pool.Handover(
+        handover=_draw.Handover(
             lifecycle=UntouchableLifecycle(),  # type: ignore[arg-type]
             config=None,  # type: ignore[arg-type]
             metadata={},
@@ -276,11 +277,13 @@ def test_no_idle_sandboxs_metadata_carries_a_digest_of_a_private_value() -> None
 def test_a_task_draws_only_with_the_pools_private_values_and_never_says_them() -> None:
     pool = WarmPool("py", 1, STORE, spec=OPEN, private_env={"API_TOKEN": "token-one-4a1f"})
     backend = OpenSandboxBackend(warm_pool=pool)
-    same = pool_arguments(
-        backend, SandboxSpec(block_network=False, env={"API_TOKEN": "token-one-4a1f"})
+    same = CreationArguments.of_template(
+        backend.creation_template(
+            SandboxSpec(block_network=False, env={"API_TOKEN": "token-one-4a1f"})
+        )
     )
-    rotated = pool_arguments(
-        backend, SandboxSpec(block_network=False, env={"API_TOKEN": "rotated-77"})
+    rotated = CreationArguments.of_template(
+        backend.creation_template(SandboxSpec(block_network=False, env={"API_TOKEN": "rotated-77"}))
     )
     assert pool.creation == same
     said = pool.creation.differences(rotated)

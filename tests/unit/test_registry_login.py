@@ -11,7 +11,8 @@ from opensandbox.exceptions import SandboxApiException
 from opensandbox.exceptions.sandbox import SandboxError as SdkError
 
 from opensandbox_provider.pool import WarmPool
-from opensandbox_provider.sandbox import OpenSandboxBackend, _creation, _registry
+from opensandbox_provider.pool._definition import CreationArguments
+from opensandbox_provider.sandbox import OpenSandboxBackend, _registry
 from tests.unit.create_arguments import sent_by_create
 
 PASSWORD = "s3cret-registry-password"
@@ -158,7 +159,7 @@ def test_a_pools_definition_holds_the_connections_id_and_not_its_login(docker_co
     assert PASSWORD not in json.dumps(pool.creation.canonical())
     assert pool.creation.fingerprint() != public.creation.fingerprint()
     backend = OpenSandboxBackend(image="r.io/tool", registry_conn_id=conn_id)
-    assert _creation.pool_arguments(backend, pool.spec) == pool.creation
+    assert CreationArguments.of_template(backend.creation_template(pool.spec)) == pool.creation
 
 
 def test_a_pools_keeper_pulls_with_the_login_and_its_resources(

@@ -15,8 +15,9 @@ from opensandbox.exceptions import SandboxError as SdkError
 
 from opensandbox_provider._tags import LEASE_KEY
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
-from opensandbox_provider.pool import ServerPool
-from opensandbox_provider.sandbox import NamedVolume, OpenSandboxBackend, _server_pool
+from opensandbox_provider.pool import ServerPool, _server_pool
+from opensandbox_provider.sandbox import NamedVolume, OpenSandboxBackend
+from opensandbox_provider.sandbox._source import advising
 
 POOL = ServerPool("python-pool")
 
@@ -104,11 +105,11 @@ def test_a_failed_egress_proof_of_a_pool_sandbox_says_what_the_pool_must_carry()
     unproven = SandboxTerminalError("OpenSandbox did not enforce the requested network policy.")
 
     with pytest.raises(SandboxTerminalError, match="OPENSANDBOX_EGRESS_RULES") as raised:
-        with _server_pool.advising(POOL):
+        with advising(POOL):
             raise unproven
     assert raised.value.__cause__ is unproven
     with pytest.raises(SandboxTerminalError) as created:
-        with _server_pool.advising(None):
+        with advising(None):
             raise unproven
     assert created.value is unproven
 

@@ -15,6 +15,7 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox_provider._connection_config import ConnectionConfig, creation_options
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.pool import WarmPool
+from opensandbox_provider.pool._definition import CreationArguments
 from opensandbox_provider.sandbox import OpenSandboxBackend, _creation
 from opensandbox_provider.sandbox._resources import capped, quantity
 from tests.unit.create_arguments import sent_by_create
@@ -126,8 +127,10 @@ def test_a_pool_serves_only_a_backend_of_the_same_resources() -> None:
     same = OpenSandboxBackend(resources={"nvidia.com/gpu": "1"})
     other = OpenSandboxBackend(resources={"nvidia.com/gpu": "2"}, cpu_request="1")
 
-    assert _creation.pool_arguments(same, pool.spec) == pool.creation
-    differences = pool.creation.differences(_creation.pool_arguments(other, pool.spec))
+    assert CreationArguments.of_template(same.creation_template(pool.spec)) == pool.creation
+    differences = pool.creation.differences(
+        CreationArguments.of_template(other.creation_template(pool.spec))
+    )
     assert [said.split(" ")[0] for said in differences] == ["resources", "requests"]
 
 

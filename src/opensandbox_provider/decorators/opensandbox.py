@@ -30,7 +30,7 @@ from opensandbox_provider.decorators._requirements import (
 )
 from opensandbox_provider.operators._files import check_files
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
-from opensandbox_provider.pool._server_pool import ServerPool
+from opensandbox_provider.pool import ServerPool
 from opensandbox_provider.sandbox import _arguments
 from opensandbox_provider.sandbox._snapshots import prepare_snapshot
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend

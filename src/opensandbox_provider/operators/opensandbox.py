@@ -57,7 +57,7 @@ from opensandbox_provider.operators._stop import (
     stop_gracefully,
 )
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
-from opensandbox_provider.pool._server_pool import ServerPool
+from opensandbox_provider.pool import ServerPool
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import (
     MAX_RUNNING_PAST_DEADLINE,
@@ -305,11 +305,11 @@ class OpenSandboxOperator(BaseOperator):
             "resources": resources,
             "registry_conn_id": registry_conn_id,
         }
-        # Built once here only for the backend's own checks, so that a mistake fails when the
-        # Dag is parsed; a value still to be rendered is left to the backend's defaults here
-        # and checked when the task runs. Each run builds its own backend, since a backend
-        # holds locks and threads. A request is compared with its limit, so a limit still to
-        # be rendered takes its request with it, lest it be compared with the default.
+        # Checked here as the backend checks them, so that a mistake fails when the Dag is
+        # parsed; a value still to be rendered is left to the backend's defaults here and
+        # checked when the task runs, by the backend each run builds. A request is compared
+        # with its limit, so a limit still to be rendered takes its request with it, lest it be
+        # compared with the default.
         known = {
             name: value
             for name, value in self._rendered_arguments().items()
@@ -318,7 +318,7 @@ class OpenSandboxOperator(BaseOperator):
         for limit in ("cpu", "memory"):
             if limit not in known:
                 known.pop(f"{limit}_request", None)
-        OpenSandboxBackend(self.opensandbox_conn_id, **self.sandbox_arguments, **known)
+        OpenSandboxBackend.check_arguments(**self.sandbox_arguments, **known)
         self._backend: OpenSandboxBackend | None = None
         self._sandbox_id: str | None = None
         # What on_kill needs, set before the sandbox is asked for: see _create.

@@ -10,17 +10,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow.providers.common.ai.sandbox.base import SandboxSpec
+from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTerminalError
 
 from opensandbox_provider import _tags
 from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._deployment import deployment_id
 from opensandbox_provider.egress import _policy
+from opensandbox_provider.pool import _draw
 from opensandbox_provider.sandbox import _arguments, _resources, _volumes
 
 if TYPE_CHECKING:
+    from opensandbox import SandboxSync
+    from opensandbox.config.connection_sync import ConnectionConfigSync
     from opensandbox.models.sandboxes import NetworkPolicy
     from opensandbox.pool_types import PoolStateStore
+
+    from opensandbox_provider._metrics import Route
+    from opensandbox_provider.sandbox._lifecycle import Lifecycle
+    from opensandbox_provider.sandbox._template import CreationTemplate
 
 POOL_KEY = "airflow-pool"
 """The metadata key naming the pool a sandbox was warmed for."""
@@ -102,19 +109,32 @@ class CreationArguments:
             cpu=cpu,
             memory=memory,
             env=_arguments.environment(spec) or {},
-            network=None
-            if spec is None
-            else SandboxSpec(
-                block_network=spec.block_network,
-                allow_egress_to=spec.allow_egress_to,
-                allow_egress_to_cidrs=spec.allow_egress_to_cidrs,
-            ),
+            network=None if spec is None else _network(spec),
             volumes=tuple(volumes),
             resources=dict(resources or {}),
             requests=dict(requests or {}),
             # Nothing is pulled for a snapshot, so no login makes another sandbox.
             registry_conn_id=None if snapshot else registry_conn_id,
             private=frozenset(private),
+        )
+
+    @classmethod
+    def of_template(cls, template: CreationTemplate) -> CreationArguments:
+        """What a sandbox made as ``template`` says is made with, as a pool's definition says it."""
+        spec = template.spec
+        return cls(
+            # A snapshot replaces the image, so the image a backend also names does not count.
+            image=template.pulled_image,
+            snapshot=template.snapshot,
+            cpu=template.cpu,
+            memory=template.memory,
+            env=template.env or {},
+            network=None if spec is None else _network(spec),
+            volumes=template.volumes,
+            resources=dict(template.resources),
+            requests=dict(template.requests),
+            # Nothing is pulled for a snapshot, so no login makes another sandbox.
+            registry_conn_id=None if template.snapshot else template.registry_conn_id,
         )
 
     def policy(self) -> NetworkPolicy | None:
@@ -304,6 +324,37 @@ class WarmPool:
         suffix = (name or "").removeprefix(self.idle_name_prefix)
         return suffix != name and _IDLE_NAME_SUFFIX.fullmatch(suffix) is not None
 
+    @property
+    def route(self) -> Route:
+        return "warm_pool"
+
+    def check_backend(self, *, snapshot: str | None, has_volumes: bool) -> None:
+        """Nothing to refuse when the Dag is parsed: each draw compares the arguments."""
+
+    def take(
+        self, template: CreationTemplate, *, lifecycle: Lifecycle, config: ConnectionConfigSync
+    ) -> SandboxSync | None:
+        """
+        An idle sandbox of the pool, made the task's, when the pool's arguments are the
+        template's (see :mod:`._draw`); ``None`` when the backend is to create one without it.
+        """
+        handover = _draw.Handover(
+            lifecycle=lifecycle,
+            config=config,
+            metadata=dict(template.metadata),
+            lease=template.lease,
+            connect_timeout=template.ready_timeout,
+        )
+        wanted = CreationArguments.of_template(template)
+        return _draw.draw(self, wanted=wanted, conn_id=template.conn_id, handover=handover)
+
+    def origin(self, template: CreationTemplate) -> tuple[str, str]:
+        return f"Took from warm pool {self.name}", template.made_from
+
+    def unenforced(self, error: SandboxTerminalError) -> None:
+        """Nothing to add: a warm sandbox is made with the policy, as a created one is."""
+        return None
+
     def __deepcopy__(self, memo: dict[int, Any]) -> WarmPool:
         # Airflow deep-copies a task and the backend it holds; a pool is a frozen value, and
         # a store object given for it (a lock inside) is shared, never copied.
@@ -321,6 +372,15 @@ class WarmPool:
             POOL_KEY: self.name,
             FINGERPRINT_KEY: self.creation.fingerprint(),
         }
+
+
+def _network(spec: SandboxSpec) -> SandboxSpec:
+    """The spec's network fields alone, which are all of it the policy is made from."""
+    return SandboxSpec(
+        block_network=spec.block_network,
+        allow_egress_to=spec.allow_egress_to,
+        allow_egress_to_cidrs=spec.allow_egress_to_cidrs,
+    )
 
 
 def _dumped(model: Any) -> Any:

@@ -1,8 +1,7 @@
 """
 How a backend comes to have a sandbox: one taken from its pool, a new one made by the server
-with the backend's arguments and the spec's and waited for until execd answers, or one found
-again by handle.
-What a warm pool's sandbox must match is said here too.
+as the creation template says and waited for until execd answers, or one found again by
+handle.
 """
 
 from __future__ import annotations
@@ -15,128 +14,88 @@ from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
 from opensandbox_provider._errors import api_exceptions, as_sandbox_errors
 from opensandbox_provider.egress import _policy
-from opensandbox_provider.pool._server_pool import ServerPool
-from opensandbox_provider.sandbox import (
-    _diagnosis,
-    _pool,
-    _registry,
-    _resources,
-    _server_pool,
-    _volumes,
-)
+from opensandbox_provider.sandbox import _diagnosis, _registry, _resources, _volumes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from airflow.providers.common.ai.sandbox.base import SandboxSpec
     from opensandbox import SandboxSync
     from opensandbox.config.connection_sync import ConnectionConfigSync
-    from opensandbox.models.sandboxes import NetworkPolicy
 
     from opensandbox_provider._metrics import Route
-    from opensandbox_provider.pool._definition import CreationArguments, WarmPool
     from opensandbox_provider.sandbox._lifecycle import Lifecycle
     from opensandbox_provider.sandbox._record import SandboxRecord
-    from opensandbox_provider.sandbox.backend import OpenSandboxBackend
+    from opensandbox_provider.sandbox._source import SandboxSource
+    from opensandbox_provider.sandbox._template import CreationTemplate
 
 
 def obtain(
-    backend: OpenSandboxBackend,
-    spec: SandboxSpec | None,
+    template: CreationTemplate,
+    source: SandboxSource | None,
     *,
     lifecycle: Lifecycle,
-    env: dict[str, str] | None,
-    metadata: dict[str, str],
-    policy: NetworkPolicy | None,
     config: ConnectionConfigSync,
-) -> tuple[SandboxSync, WarmPool | ServerPool | None]:
+) -> tuple[SandboxSync, SandboxSource | None]:
     """
-    A sandbox for ``spec``, and the pool it was taken from: from the backend's pool when that
-    serves it (see :mod:`._pool` and :mod:`._server_pool` for when it does not), else new.
+    A sandbox made as ``template`` says, and the pool it was taken from: from ``source`` when
+    that serves it (each pool says when it does not), else new.
     """
-    pool = backend.warm_pool
-    sdk = None
-    if isinstance(pool, ServerPool):
-        waiting = awaiting_the_pod(config, backend.ready_timeout)
-        sdk = _server_pool.create(pool, backend, env=env, metadata=metadata, config=waiting)
-    elif pool is not None:
-        handover = _pool.Handover(
-            lifecycle=lifecycle,
-            config=config,
-            metadata=metadata,
-            lease=backend.sandbox_timeout,
-            connect_timeout=backend.ready_timeout,
-        )
-        wanted = pool_arguments(backend, spec)
-        sdk = _pool.draw(
-            pool, wanted=wanted, conn_id=backend.opensandbox_conn_id, handover=handover
-        )
+    sdk = None if source is None else source.take(template, lifecycle=lifecycle, config=config)
     if sdk is None:
-        return create_cold(backend, env, metadata, policy, config), None
-    return sdk, pool
+        return create_cold(template, config), None
+    return sdk, source
 
 
-def origin(backend: OpenSandboxBackend, drawn: WarmPool | ServerPool | None) -> tuple[str, str]:
+def origin(template: CreationTemplate, drawn: SandboxSource | None) -> tuple[str, str]:
     """How the log says where a sandbox came from: how it was had, and of what."""
-    if isinstance(drawn, ServerPool):
-        return f"Took from server pool {drawn.name}", "its Pool's pod template"
-    made_from = f"snapshot {backend.snapshot}" if backend.snapshot else f"image {backend.image}"
     if drawn is not None:
-        return f"Took from warm pool {drawn.name}", made_from
-    return "Created", made_from
+        return drawn.origin(template)
+    return "Created", template.made_from
 
 
-def route(drawn: WarmPool | ServerPool | None) -> Route:
+def route(drawn: SandboxSource | None) -> Route:
     """The route a sandbox came by, as its creation's metric is named."""
-    if isinstance(drawn, ServerPool):
-        return "server_pool"
-    return "cold" if drawn is None else "warm_pool"
+    return "cold" if drawn is None else drawn.route
 
 
-def create_cold(
-    backend: OpenSandboxBackend,
-    env: dict[str, str] | None,
-    metadata: dict[str, str],
-    policy: NetworkPolicy | None,
-    config: ConnectionConfigSync,
-) -> SandboxSync:
-    """A new sandbox from the server, made with ``backend``'s arguments and the spec's."""
+def create_cold(template: CreationTemplate, config: ConnectionConfigSync) -> SandboxSync:
+    """A new sandbox from the server, made as ``template`` says."""
     with as_sandbox_errors("create a sandbox", terminal=True):
         from opensandbox import SandboxSync
 
         from opensandbox_provider._connection_config import creation_options
 
         # A snapshot is on the server already: there is no image to pull, and no login to send.
-        image = None if backend.snapshot else backend.image
+        image = template.pulled_image
         try:
             sdk = SandboxSync.create(
-                image and _registry.image_spec(image, backend.registry_conn_id),
-                snapshot_id=backend.snapshot,
-                timeout=timedelta(seconds=backend.sandbox_timeout),
-                ready_timeout=timedelta(seconds=backend.ready_timeout),
-                env=env,
-                metadata=metadata,
-                resource={"cpu": backend.cpu, "memory": backend.memory, **backend.resources},
-                network_policy=policy,
-                volumes=_volumes.sdk_volumes(backend.volumes),
-                connection_config=awaiting_the_pod(config, backend.ready_timeout),
+                image and _registry.image_spec(image, template.registry_conn_id),
+                snapshot_id=template.snapshot,
+                timeout=timedelta(seconds=template.lease),
+                ready_timeout=timedelta(seconds=template.ready_timeout),
+                env=template.env,
+                metadata=dict(template.metadata),
+                resource={**template.limits, **template.resources},
+                network_policy=template.policy,
+                volumes=_volumes.sdk_volumes(template.volumes),
+                connection_config=awaiting_the_pod(config, template.ready_timeout),
                 # Readiness is polled by wait_until_ready, without the SDK's backoff on the
                 # first miss.
                 skip_health_check=True,
                 **within_limits(
-                    creation_options(config, backend.resource_requests),
-                    {"cpu": backend.cpu, "memory": backend.memory},
+                    creation_options(config, template.requests),
+                    template.limits,
                 ),
             )
         except api_exceptions() as e:
             refused = (
-                _volumes.explain_refusal(e, backend.volumes)
-                or _registry.explain_refusal(e, image, backend.registry_conn_id)
+                _volumes.explain_refusal(e, template.volumes)
+                or _registry.explain_refusal(e, image, template.registry_conn_id)
                 or _diagnosis.explain_refusal(
-                    e, image=image, registry_conn_id=backend.registry_conn_id
+                    e, image=image, registry_conn_id=template.registry_conn_id
                 )
             )
-            raise (refused or _policy.explain_refusal(e, policy)) from e
+            raise (refused or _policy.explain_refusal(e, template.policy)) from e
     return sdk
 
 
@@ -193,20 +152,3 @@ def connect(handle: str, *, config: ConnectionConfigSync, ready_timeout: float) 
             connect_timeout=timedelta(seconds=ready_timeout),
             skip_health_check=True,
         )
-
-
-def pool_arguments(backend: OpenSandboxBackend, spec: SandboxSpec | None) -> CreationArguments:
-    """What ``backend`` would create a sandbox for ``spec`` with, to compare with its pool's."""
-    from opensandbox_provider.pool._definition import CreationArguments
-
-    return CreationArguments.of(
-        image=backend.image,
-        snapshot=backend.snapshot,
-        cpu=backend.cpu,
-        memory=backend.memory,
-        resources=backend.resources,
-        requests=backend.resource_requests,
-        registry_conn_id=backend.registry_conn_id,
-        spec=spec,
-        volumes=backend.volumes,
-    )

@@ -31,17 +31,16 @@ from opensandbox_provider.egress import _policy
 from opensandbox_provider.execd import _stream_end as stream_ends
 from opensandbox_provider.execd._execd import EXECD_PORT
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.pool._server_pool import ServerPool
 from opensandbox_provider.sandbox import (
     _arguments,
     _lifecycle,
     _parking,
     _pause,
-    _resources,
-    _server_pool,
     _volumes,
 )
 from opensandbox_provider.sandbox._abandoned import Abandoned
+from opensandbox_provider.sandbox._backend_settings import SETTINGS as _SETTINGS
+from opensandbox_provider.sandbox._backend_settings import checked_settings
 from opensandbox_provider.sandbox._creation import (
     connect,
     obtain,
@@ -50,12 +49,14 @@ from opensandbox_provider.sandbox._creation import (
     wait_until_ready,
 )
 from opensandbox_provider.sandbox._diagnosis import why_not_ready
-from opensandbox_provider.sandbox._files import SandboxFiles
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
-from opensandbox_provider.sandbox._limits import byte_budget, validate_positive_finite
+from opensandbox_provider.sandbox._limits import byte_budget
 from opensandbox_provider.sandbox._outcome import command_result, log_line, replaced_result
 from opensandbox_provider.sandbox._record import SandboxRecord
+from opensandbox_provider.sandbox._sandbox_files import SandboxFiles
+from opensandbox_provider.sandbox._source import advising
+from opensandbox_provider.sandbox._template import CreationTemplate
 from opensandbox_provider.sandbox._try_end import TRY_ENDS
 
 if TYPE_CHECKING:
@@ -68,8 +69,8 @@ if TYPE_CHECKING:
 
     from opensandbox_provider._identity import TaskInstanceIdentity
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
-    from opensandbox_provider.pool import WarmPool
     from opensandbox_provider.sandbox._parking import DurableSlot
+    from opensandbox_provider.sandbox._source import SandboxSource
 
 log = logging.getLogger(__name__)
 
@@ -191,42 +192,49 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         snapshot: str | None = None,
         volumes: Sequence[_volumes.Mount] | None = None,
         pause_when_released: bool = False,
-        warm_pool: WarmPool | ServerPool | None = None,
+        warm_pool: SandboxSource | None = None,
         park_margin: float = _parking.PARK_MARGIN,
     ) -> None:
-        _arguments.check_backend(
+        settings = checked_settings(
             image=image,
             cpu=cpu,
             memory=memory,
+            resources=resources,
+            cpu_request=cpu_request,
+            memory_request=memory_request,
+            registry_conn_id=registry_conn_id,
             sandbox_timeout=sandbox_timeout,
             ready_timeout=ready_timeout,
+            use_server_proxy=use_server_proxy,
+            workdir=workdir,
+            snapshot=snapshot,
+            volumes=volumes,
+            pause_when_released=pause_when_released,
+            warm_pool=warm_pool,
+            park_margin=park_margin,
         )
-        validate_positive_finite(park_margin, "park_margin")
-        self.snapshot = _arguments.snapshot_id(snapshot)
-        self.volumes = _volumes.checked(volumes)
         self.opensandbox_conn_id = opensandbox_conn_id
-        self.image = image
-        self.cpu = cpu
-        self.memory = memory
-        self.resources = _resources.extra_limits(resources)
-        self.cpu_request = cpu_request
-        self.memory_request = memory_request
-        # Checked now, so that a request above its limit fails when the Dag is parsed.
-        self.resource_requests = _resources.requests(
-            cpu=cpu, memory=memory, cpu_request=cpu_request, memory_request=memory_request
-        )
-        self.registry_conn_id = registry_conn_id
-        self.sandbox_timeout = float(sandbox_timeout)
-        self.ready_timeout = float(ready_timeout)
-        self.use_server_proxy = use_server_proxy
-        self.workdir = _arguments.working_directory(workdir)
-        self.pause_when_released = bool(pause_when_released)
-        if isinstance(warm_pool, ServerPool):
-            _server_pool.check_backend(
-                warm_pool, snapshot=self.snapshot, has_volumes=bool(self.volumes)
-            )
-        self.warm_pool = warm_pool
-        self.park_margin = float(park_margin)
+        self.image: str = settings["image"]
+        self.cpu: str = settings["cpu"]
+        self.memory: str = settings["memory"]
+        self.resources: dict[str, str] = settings["resources"]
+        self.cpu_request: str | None = settings["cpu_request"]
+        self.memory_request: str | None = settings["memory_request"]
+        self.resource_requests: dict[str, str] = settings["resource_requests"]
+        self.registry_conn_id: str | None = settings["registry_conn_id"]
+        self.sandbox_timeout: float = settings["sandbox_timeout"]
+        self.ready_timeout: float = settings["ready_timeout"]
+        self.use_server_proxy: bool | None = settings["use_server_proxy"]
+        self.workdir: str | None = settings["workdir"]
+        self.snapshot: str | None = settings["snapshot"]
+        self.volumes: tuple[_volumes.Mount, ...] = settings["volumes"]
+        self.pause_when_released: bool = settings["pause_when_released"]
+        self.warm_pool: SandboxSource | None = settings["warm_pool"]
+        self.park_margin: float = settings["park_margin"]
+        self._start_afresh()
+
+    def _start_afresh(self) -> None:
+        """What the backend knows and holds at run time, none of it yet."""
         self._hook: OpenSandboxHook | None = None
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
@@ -243,14 +251,26 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # The server's lifecycle API, one client for every call this backend makes to it.
         self._lifecycle = Lifecycle(self._connection_config)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> OpenSandboxBackend:
-        # Airflow 3.0 deep-copies a task before it runs it, its toolsets' backend included.
-        # A lock cannot be copied, and the sandboxes an instance tracks are its own: the
-        # copy is a fresh backend with the same settings, as the Dag file would make it.
-        # Each keyword argument is kept as the attribute of its name, as __init__ took it.
-        made_with = inspect.signature(OpenSandboxBackend.__init__).parameters.values()
-        settings = {p.name: getattr(self, p.name) for p in made_with if p.kind is p.KEYWORD_ONLY}
-        return type(self)(self.opensandbox_conn_id, **settings)
+    def __getstate__(self) -> dict[str, Any]:
+        # Airflow 3.0 deep-copies a task before it runs it, its toolsets' backend included. A
+        # lock cannot be copied, and the sandboxes an instance tracks are its own: a copy
+        # carries the settings alone and starts afresh, as the Dag file would make it.
+        return {name: getattr(self, name) for name in ("opensandbox_conn_id", *_SETTINGS)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._start_afresh()
+
+    @classmethod
+    def check_arguments(cls, **arguments: Any) -> None:
+        """
+        Check the keyword arguments a backend would be made with, as making it would, without
+        making one: the operator does when its Dag is parsed, and each run makes its own.
+        """
+        bound = inspect.signature(cls.__init__).bind_partial(**arguments)
+        bound.apply_defaults()
+        bound.arguments.pop("opensandbox_conn_id", None)
+        checked_settings(**bound.arguments)
 
     # --- Configure ---
 
@@ -278,8 +298,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         ``identity`` when given: the executor creates a try's sandbox in the scheduler, where
         no task runs.
         """
-        policy = _policy.network_policy(spec)
-        env = _arguments.environment(spec)
+        # The spec's policy and environment, derived once: the create, a pool's draw and the
+        # egress proof below all read them from the template.
+        template = self.creation_template(spec)
         try:
             # First, so that a worker without the SDK is told how to install it before anything
             # else it lacks (outside Airflow, a deployment id) is looked for.
@@ -304,15 +325,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 return adopted
             metadata.update(slot.metadata())
         started = time.monotonic()
-        sdk, drawn = obtain(
-            self,
-            spec,
-            lifecycle=self._lifecycle,
-            env=env,
-            metadata=metadata,
-            policy=policy,
-            config=config,
-        )
+        template = template.stamped(metadata)
+        sdk, drawn = obtain(template, self.warm_pool, lifecycle=self._lifecycle, config=config)
         record = SandboxRecord(
             sdk,
             expires_at=started + self.sandbox_timeout,
@@ -322,13 +336,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # Known by handle from here on, so that a failure below destroys it as any other.
         with self._lock:
             self._sandboxes[sdk.id] = record
-        how, made_from = origin(self, drawn)
+        how, made_from = origin(template, drawn)
         log.info(
             "%s OpenSandbox sandbox %s from %s with %s, in %.2fs.",
             how,
             sdk.id,
             made_from,
-            _policy.describe(policy),
+            _policy.describe(template.policy),
             time.monotonic() - started,
         )
         try:
@@ -338,13 +352,13 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 diagnose=lambda: why_not_ready(
                     self._lifecycle,
                     sdk.id,
-                    image=None if self.snapshot else self.image,
-                    registry_conn_id=self.registry_conn_id,
+                    image=template.pulled_image,
+                    registry_conn_id=template.registry_conn_id,
                 ),
             )
-            if policy is not None:
-                with _server_pool.advising(drawn):
-                    _policy.require_enforced(record.http, policy, sandbox=sdk.id)
+            if template.policy is not None:
+                with advising(drawn):
+                    _policy.require_enforced(record.http, template.policy, sandbox=sdk.id)
                 log.info(
                     "Sandbox %s: the egress sidecar enforces the policy in %s mode.",
                     sdk.id,
@@ -367,6 +381,23 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         )
         _metrics.sandbox_created(route(drawn), time.monotonic() - started)
         return sdk.id
+
+    def creation_template(self, spec: SandboxSpec | None) -> CreationTemplate:
+        """What a sandbox for ``spec`` is created with: this backend's arguments and the spec's."""
+        return CreationTemplate.of(
+            spec,
+            image=self.image,
+            snapshot=self.snapshot,
+            cpu=self.cpu,
+            memory=self.memory,
+            resources=self.resources,
+            requests=self.resource_requests,
+            registry_conn_id=self.registry_conn_id,
+            volumes=self.volumes,
+            lease=self.sandbox_timeout,
+            ready_timeout=self.ready_timeout,
+            conn_id=self.opensandbox_conn_id,
+        )
 
     # --- Reconnect ---
 

@@ -238,7 +238,7 @@ def _taken(found: Future[SandboxInfo | None], pool: WarmPool, handover: Handover
 
 def _unusable(found: Future[SandboxInfo | None], pool: WarmPool) -> str | None:
     """Why the sandbox the server described is not one to hand a task, or ``None``."""
-    # Here, not at the top: the pool's definition imports the sandbox package.
+    # Here, not at the top: the pool's definition imports this module.
     from opensandbox_provider.pool._definition import FINGERPRINT_KEY
 
     if found.exception() is not None:
