@@ -58,7 +58,7 @@ def _pytest(combination: Combination, check: str, paths: list[str], *extra: str)
 # is no masked use_server_proxy for route_through_server to avoid.
 NOT_APPLICABLE = {
     "3.1": [
-        "tests/unit/test_hook.py::"
+        "tests/unit/hooks/test_opensandbox.py::"
         "test_airflow_masks_use_server_proxy_false_as_a_string_which_route_through_server_avoids"
     ],
 }

@@ -34,7 +34,7 @@ from tests.containers import containers_of, freeze, wait_until_running
 from tests.integration.conftest import CONN_ID
 from tests.integration.test_task_identity import inside
 from tests.scripted_model import Step, tool_returns
-from tests.unit.test_parking import MemoryStorage
+from tests.unit.sandbox.test_parking import MemoryStorage
 
 OPEN = SandboxSpec(block_network=False)
 WRITE: Step = ("write_file", {"path": "notes.txt", "content": "first\n"})

@@ -21,7 +21,7 @@ from dev.airflow_stack.running import CONN_ID
 from dev.stack.state import ServerInfo
 from tests.packaging import importtime
 from tests.packaging.conftest import REPO, Dists, Venv
-from tests.unit.test_dag_parse import DAG_FILE
+from tests.unit.sandbox.test_backend_dag_parse import DAG_FILE
 
 pytestmark = pytest.mark.slow
 

@@ -2,8 +2,9 @@
 the installed Airflow line (the compatibility matrix runs this file on every one): a move or a
 renamed parameter fails here, not in a task, a trigger or the UI.
 
-The view's ``get_user`` is checked beside the view (test_sandboxes_view.py), and the shim
-Airflow 3.0's decorated operators read, ``xcom_push``, by what it does (test_decorator.py).
+The view's ``get_user`` is checked beside the view (plugins/test_sandboxes.py), and the shim
+Airflow 3.0's decorated operators read, ``xcom_push``, by what it does
+(decorators/test_opensandbox.py).
 """
 
 from __future__ import annotations

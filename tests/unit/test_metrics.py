@@ -30,13 +30,13 @@ from opensandbox_provider.pool import ServerPool, WarmPool
 from opensandbox_provider.sandbox import OpenSandboxBackend
 from opensandbox_provider.sandbox._creation import route
 from tests.sent_metrics import Recorder, recording
+from tests.unit.egress.test_policy import sidecar_answer
+from tests.unit.maintenance.test_cleanup import FakeHook as CleanupHook
+from tests.unit.maintenance.test_cleanup import summary as leaked
+from tests.unit.operators.test_tries import FakeHook as TriesHook
+from tests.unit.operators.test_tries import summary as left_by
+from tests.unit.pool.test_definition import draw
 from tests.unit.sandbox_server import Scripted, sandbox_services
-from tests.unit.test_maintenance import FakeHook as CleanupHook
-from tests.unit.test_maintenance import summary as leaked
-from tests.unit.test_operator_tries import FakeHook as TriesHook
-from tests.unit.test_operator_tries import summary as left_by
-from tests.unit.test_policy import sidecar_answer
-from tests.unit.test_pool import draw
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.rst"
 

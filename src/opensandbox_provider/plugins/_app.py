@@ -56,8 +56,8 @@ async def _user(request: Request) -> Any:
     """The signed-in user, exactly as Airflow's own routes resolve one; 401 without one."""
     # Airflow offers plugins no public way to resolve the user; its routes take this
     # dependency, called here directly. Its middle parameter is ``oauth_token`` on 3.1 and
-    # ``_oauth_token`` from 3.2, so it is passed by position (test_sandboxes_view.py resolves
-    # a real token through this on the installed Airflow).
+    # ``_oauth_token`` from 3.2, so it is passed by position (tests/unit/plugins/test_sandboxes.py
+    # resolves a real token through this on the installed Airflow).
     from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
 
     credentials = await bearer_scheme(request)

@@ -47,7 +47,7 @@ def backend(monkeypatch) -> Backend:
     # The operator reads its connection before it creates (for on_kill); nothing is sent to it.
     connection = {"conn_type": "opensandbox", "host": "127.0.0.1", "port": 9, "password": "k"}
     monkeypatch.setenv("AIRFLOW_CONN_OPENSANDBOX_DEFAULT", json.dumps(connection))
-    # Earlier tries' sandboxes are test_operator_tries.py's: this server has none.
+    # Earlier tries' sandboxes are test_tries.py's: this server has none.
     monkeypatch.setattr(operator_module, "kill_other_tries", lambda *args, **kwargs: [])
     made = Backend()
     monkeypatch.setattr(OpenSandboxOperator, "new_backend", lambda self: made)

@@ -1,7 +1,7 @@
 """What OpenSandboxOperator refuses when the Dag is parsed, before any task runs.
 
 Each refusal is of an argument that is never templated, so the Dag's import is where its
-author sees it; the templated ones are checked once rendered (test_operator_templating.py).
+author sees it; the templated ones are checked once rendered (test_opensandbox_templating.py).
 """
 
 from __future__ import annotations

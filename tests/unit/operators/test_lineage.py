@@ -22,7 +22,7 @@ from opensandbox_provider.decorators.opensandbox import opensandbox_task  # noqa
 from opensandbox_provider.operators._lineage import FACET  # noqa: E402
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator  # noqa: E402
 from opensandbox_provider.pool import ServerPool  # noqa: E402
-from tests.unit.test_operator_templating import in_a_dag, rendered  # noqa: E402
+from tests.unit.operators.test_opensandbox_templating import in_a_dag, rendered  # noqa: E402
 
 
 def names(datasets) -> list[tuple[str, str]]:

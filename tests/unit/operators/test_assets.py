@@ -10,8 +10,8 @@ from airflow.providers.common.compat.sdk import Asset, ObjectStoragePath
 
 from opensandbox_provider.operators._files import copy_outputs, write_files
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
-from tests.unit.test_operator_templating import in_a_dag, rendered
-from tests.unit.test_output_copy import Exports
+from tests.unit.operators.test_files import Exports
+from tests.unit.operators.test_opensandbox_templating import in_a_dag, rendered
 
 
 @pytest.mark.airflow_at_least(

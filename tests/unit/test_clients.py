@@ -25,8 +25,8 @@ from opensandbox_provider.execd._command_id import checked, in_path
 from opensandbox_provider.execd._deadline import Deadline
 from tests.hostile_answers import handler, serve
 from tests.peak_memory import run_child
+from tests.unit.execd.test_execd_stream import loopback_execd
 from tests.unit.execd_wire import COMMAND_ID
-from tests.unit.test_stream import loopback_execd
 
 # The bomb inflates to 1 GiB; what the reader may add to the process is what a status or a
 # ping is worth holding, with room for the allocator, and far below any fraction of the bomb.
@@ -62,7 +62,7 @@ PING_CHILD = textwrap.dedent(
     """
     import sys
     from tests.peak_memory import peak_rss_delta, report
-    from tests.unit.test_stream import loopback_execd
+    from tests.unit.execd.test_execd_stream import loopback_execd
 
     execd = loopback_execd(int(sys.argv[1]), request_timeout=30.0)
     answered, added = peak_rss_delta(lambda: execd.ping(within=10.0))
@@ -107,7 +107,7 @@ FILES_CHILD = textwrap.dedent(
     import sys
     from opensandbox_provider.execd._deadline import Deadline
     from tests.peak_memory import peak_rss_delta, report
-    from tests.unit.test_stream import loopback_execd
+    from tests.unit.execd.test_execd_stream import loopback_execd
 
     execd = loopback_execd(int(sys.argv[1]), request_timeout=30.0)
     def write():

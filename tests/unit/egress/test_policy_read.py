@@ -12,8 +12,8 @@ from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
 from opensandbox_provider.egress import _policy
 from opensandbox_provider.egress._policy import network_policy, unenforced
+from tests.unit.egress.test_policy import sidecar_answer
 from tests.unit.sandbox_server import SILENT, Scripted, sandbox_services
-from tests.unit.test_policy import sidecar_answer
 
 POLICY = "/proxy/18080/policy"
 DENY_ALL = network_policy(SandboxSpec())

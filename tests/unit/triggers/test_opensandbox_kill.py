@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
-from tests.unit.test_trigger import Server, trigger
+from tests.unit.triggers.test_opensandbox import Server, trigger
 
 triggerer = pytest.importorskip("airflow.jobs.triggerer_job_runner")
 if not hasattr(triggerer, "_USER_ACTION_CANCEL_MSG"):

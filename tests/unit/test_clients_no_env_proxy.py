@@ -21,8 +21,8 @@ from opensandbox_provider.egress._policy import network_policy, unenforced
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
+from tests.unit.egress.test_policy import sidecar_answer
 from tests.unit.sandbox_server import Scripted, serving
-from tests.unit.test_policy import sidecar_answer
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 SANDBOX = "/v1/sandboxes/sbx"
