@@ -67,7 +67,7 @@ suite:
 	$(PY) -m pytest -n $(SUITE_WORKERS) --durations=30 --junitxml=artifacts/junit.xml $(PYTEST_ARGS)
 
 unit: setup
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit tests/tooling $(PYTEST_ARGS)
 
 stack-up: setup
 	$(STACK) up

@@ -3,11 +3,11 @@
 Those of the backend, the operator, the decorator, egress, the system-test Dags and the
 OpenSandboxExecutor against a server, whatever its runtime (the executor's local Airflow then
 listens on the pod bridge's gateway, where a try's pod reaches it), and the faults made inside
-a sandbox. Left out: the unit tests (no server at all, so nothing the runtime changes); the
-stand-ins' conformance and the stack's own tests; the UI's browser test and the celery
-topology, which run against the Docker stack; the faults made with servers of the tests' own,
-which are Docker-mode servers; the network faults between a worker in a namespace of its own
-and the sandbox, whose namespace reaches only the Docker stack's servers. The sixteen
+a sandbox. Left out: the unit and tooling tests (no server at all, so nothing the runtime
+changes); the stand-ins' conformance and the stack's own tests; the UI's browser test and the
+celery topology, which run against the Docker stack; the faults made with servers of the tests'
+own, which are Docker-mode servers; the network faults between a worker in a namespace of its
+own and the sandbox, whose namespace reaches only the Docker stack's servers. The sixteen
 concurrent agent runs of test_load.py run there too: the connection's requests
 (dev/kube/opensandbox.py) let the two-core node hold sixteen sandboxes.
 """

@@ -14,7 +14,7 @@ import pytest
 from dev.airflow_stack import components
 from tests.airflow_path import demo_process
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 SLEEP = [sys.executable, "-c", "import time; time.sleep(600)"]
 # A demo deaf to SIGTERM, as a hung one is, which started a helper in its session (as the
 # demo starts the warm pool's keeper) and says the helper's PID.

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # One quick test that needs neither the stack nor Airflow: what is proven is the start.
 SELECTION = "tests/unit/test_tags.py::test_random_text_round_trips_and_stays_label_shaped"
 

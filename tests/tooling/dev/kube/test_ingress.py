@@ -6,7 +6,7 @@ import stat
 import pytest
 
 from dev.kube import ingress, opensandbox
-from tests.unit.test_kube_opensandbox import EXAMPLE, IMAGES
+from tests.tooling.dev.kube.test_opensandbox import EXAMPLE, IMAGES
 
 PLAIN = opensandbox.SERVERS[0]
 

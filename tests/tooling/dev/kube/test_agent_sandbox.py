@@ -6,7 +6,7 @@ import tomllib
 import pytest
 
 from dev.kube import agent_sandbox, config, opensandbox
-from tests.unit.test_kube_opensandbox import EXAMPLE, IMAGES
+from tests.tooling.dev.kube.test_opensandbox import EXAMPLE, IMAGES
 
 SERVER = opensandbox.AGENT_SANDBOX_SERVER
 
