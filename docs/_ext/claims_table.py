@@ -45,14 +45,36 @@ def load_claims(path: Path = CLAIMS) -> list[dict[str, str]]:
         return tomllib.load(claims)["claim"]
 
 
+# Test files moved after some runs were recorded: each new path with the path a run may have
+# recorded it under (the file moved unchanged but for its imports).
+MOVED = "moved.json"
+
+
 def load_runs(directory: Path = RECORDED) -> dict[str, dict[str, Any]]:
-    """The last recorded run of each kind that has one."""
+    """The last recorded run of each kind that has one, its tests named by their current paths."""
+    moved_file = directory / MOVED
+    moved = json.loads(moved_file.read_text())["moved"] if moved_file.exists() else {}
     runs = {}
     for kind in ALL_KINDS:
         path = directory / f"{kind}.json"
         if path.exists():
-            runs[kind] = json.loads(path.read_text())
+            runs[kind] = _under_current_paths(json.loads(path.read_text()), moved)
     return runs
+
+
+def _under_current_paths(run: dict[str, Any], moved: dict[str, str]) -> dict[str, Any]:
+    """``run`` with each test of a moved file named by the file's current path."""
+    current = {old: new for new, old in moved.items()}
+
+    def renamed(test: str) -> str:
+        path, separator, rest = test.partition("::")
+        return current.get(path, path) + separator + rest
+
+    return {
+        **run,
+        "tests": {renamed(test): outcome for test, outcome in run["tests"].items()},
+        "needs_stack": [renamed(test) for test in run["needs_stack"]],
+    }
 
 
 def _matching(reference: str, tests: dict[str, str]) -> list[str]:

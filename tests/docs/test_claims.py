@@ -189,3 +189,26 @@ def test_only_a_whole_suite_run_on_a_committed_tree_is_recorded(tmp_path: Path) 
     summary.write_text(json.dumps(base))
     assert run_summary.record(summary, into) == into / "stand-ins.json"
     assert json.loads((into / "stand-ins.json").read_text()) == base
+
+
+def test_a_test_file_moved_after_a_run_is_found_in_that_run_by_its_old_path(tmp_path: Path) -> None:
+    run = _run(
+        {"tests/unit/test_old.py::test_one": "passed"}, ("tests/unit/test_old.py::test_one",)
+    )
+    (tmp_path / "stand-ins.json").write_text(json.dumps(run))
+    moved = {"moved": {"tests/unit/pkg/test_new.py": "tests/unit/test_old.py"}}
+    (tmp_path / claims_table.MOVED).write_text(json.dumps(moved))
+    runs = claims_table.load_runs(tmp_path)
+    assert claims_table.passed_on(["tests/unit/pkg/test_new.py::test_one"], runs) == "stand-ins"
+    # Without the map, the file's new path is not in the run.
+    (tmp_path / claims_table.MOVED).unlink()
+    runs = claims_table.load_runs(tmp_path)
+    assert claims_table.passed_on(["tests/unit/pkg/test_new.py"], runs) == (
+        "not passed in a recorded run"
+    )
+
+
+def test_every_recorded_moved_file_exists_at_its_new_path() -> None:
+    moved = json.loads((claims_table.RECORDED / claims_table.MOVED).read_text())["moved"]
+    missing = [new for new in moved if not (ROOT / new).is_file()]
+    assert missing == []
