@@ -34,14 +34,14 @@ DEFINITIONS = {
             "cpu": "500m",
             "memory": "1Gi",
             "spec": SandboxSpec(
-                allow_egress_to=["pypi.org", "files.pythonhosted.org"],
+                allow_egress_to=["index.example.test", "files.example.test"],
                 allow_egress_to_cidrs=["10.0.0.0/8"],
                 env={"MODE": "fast", "A": "1"},
             ),
         },
         {"image": "python:3.13-slim", "cpu": "500m", "memory": "1Gi"},
         SandboxSpec(
-            allow_egress_to=["pypi.org", "files.pythonhosted.org"],
+            allow_egress_to=["index.example.test", "files.example.test"],
             allow_egress_to_cidrs=["10.0.0.0/8"],
             env={"A": "1", "MODE": "fast"},
         ),
@@ -96,7 +96,7 @@ DEFINITIONS = {
 PINNED = {
     "default": "16e226f0e0dd89f74b1395efaccfd986",
     "open_spec": "1056d8645240dfb8d64344f8695c2aeb",
-    "egress_and_env": "2da3429ce93d208d0e1871e092a3cfac",
+    "egress_and_env": "8e8ecf0c2589a9a0d42b85698f164e9f",
     "snapshot": "c93b9fa364fc1ccbdc39c7397551195b",
     "resources": "b2808d36b3a5fc0e66deecceed41fa68",
     "volumes": "6b597ee7ed237e642d919ccb9acf267e",
