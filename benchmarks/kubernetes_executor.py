@@ -44,7 +44,6 @@ def unavailable() -> str | None:
 
 def pod_template(execution_api_server_url: str, dags: Path) -> dict[str, object]:
     """The pod each try runs in; KubernetesExecutor adds the try's command and labels."""
-    repository, tag = task_sdk_image.TAG.rsplit(":", 1)
     environment = {
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": execution_api_server_url,
         "AIRFLOW__CORE__DAGS_FOLDER": POD_DAGS,
@@ -60,7 +59,7 @@ def pod_template(execution_api_server_url: str, dags: Path) -> dict[str, object]
             "containers": [
                 {
                     "name": "base",
-                    "image": f"{repository}:{tag}",
+                    "image": task_sdk_image.TAG,
                     "imagePullPolicy": "IfNotPresent",
                     "env": [{"name": name, "value": value} for name, value in environment.items()],
                     "resources": {"requests": REQUESTS},
