@@ -113,6 +113,8 @@ def pipe(source, sink, record=None):
 
 def main():
     directory = sys.argv[1]
+    # In its own session by now (setsid ran before Python): the command that started it may end.
+    open(os.path.join(directory, "started"), "w").close()
     time.sleep(SETTLE_S)
     server = replace_execd(directory)
     lock = threading.Lock()

@@ -65,13 +65,20 @@ print(json.dumps([patch(each) for each in headers]))
 """
 
 
+# Starts the recorder in a session of its own and waits until it is in it: execd kills the
+# command's process group once its shell exits, and a recorder that had not yet left the group
+# then (a loaded machine is slow to reach setsid) was killed before it wrote a byte.
+START_RECORDER = (
+    f"mkdir -p {RECORDING} && (setsid python3 {RECORDING}.py {RECORDING} "
+    f"> {RECORDING}/log 2>&1 < /dev/null &) && "
+    f"until [ -e {RECORDING}/started ]; do sleep 0.05; done"
+)
+
+
 def start_the_recorder(sandbox) -> None:
     """The guest's first command: start the recorder, which replaces execd once it has ended."""
     sandbox.backend.write_file(sandbox.handle, f"{RECORDING}.py", RECORDER.read_bytes())
-    started = sandbox.run(
-        f"mkdir -p {RECORDING} && (setsid python3 {RECORDING}.py {RECORDING} "
-        f"> {RECORDING}/log 2>&1 < /dev/null &)"
-    )
+    started = sandbox.run(START_RECORDER)
     assert started.exit_code == 0, started.stderr
 
 
@@ -149,10 +156,7 @@ def test_the_operators_end_of_task_path_never_hands_a_guest_the_egress_token(
         deferrable=True,
         poll_interval=0.2,
         files={f"{RECORDING}.py": RECORDER.read_bytes()},
-        command=(
-            f"mkdir -p {RECORDING} && echo fetched > /tmp/out.txt && (setsid python3 "
-            f"{RECORDING}.py {RECORDING} > {RECORDING}/log 2>&1 < /dev/null &)"
-        ),
+        command=f"echo fetched > /tmp/out.txt && {START_RECORDER}",
         outputs={"/tmp/out.txt": ObjectStoragePath(f"file://{target}")},
     )
     with pytest.raises(TaskDeferred) as deferral:
