@@ -164,10 +164,16 @@ def test_exporting_a_directory_is_refused(sandbox) -> None:
 
 def test_an_export_of_a_file_still_being_written_is_refused(sandbox) -> None:
     # A process left running in the sandbox keeps appending, so the copy cannot match the
-    # size the file had when the export began.
-    sandbox.run(
-        "sh -c 'while true; do head -c 65536 /dev/zero; done > /srv/growing' >/dev/null 2>&1 &"
+    # size the file had when the export began. It runs in a session of its own, and the
+    # command waits until the file is growing: execd kills a command's process group once its
+    # shell exits, and a writer that had not yet left it then (a loaded machine is slow to)
+    # was killed with it, which left a file that no longer changed (seen in CI).
+    started = sandbox.run(
+        "(setsid sh -c 'while true; do head -c 65536 /dev/zero; done > /srv/growing' "
+        ">/dev/null 2>&1 </dev/null &) && size() { stat -c %s /srv/growing 2>/dev/null || "
+        'echo 0; } && first=$(size) && until [ "$(size)" -gt "$first" ]; do sleep 0.05; done'
     )
+    assert started.exit_code == 0, started.stderr
     with pytest.raises(SandboxError, match="changed while it was exported|over the"):
         sandbox.backend.export_file(sandbox.handle, "/srv/growing", io.BytesIO(), max_bytes=10**9)
 
