@@ -31,14 +31,15 @@ from airflow.providers.common.ai.sandbox.base import SandboxSpec, SandboxTermina
 from opensandbox_provider._deployment import DeploymentUnknownError, deployment_id
 from opensandbox_provider._errors import done_unless_missing
 from opensandbox_provider._url_secrets import without_url_secrets
+from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.sandbox import _arguments, _snapshot_use
+from opensandbox_provider.sandbox._lifecycle import Lifecycle
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
     from opensandbox.models.sandboxes import SnapshotInfo
 
-    from opensandbox_provider.sandbox._lifecycle import Lifecycle
     from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,8 @@ def prepare_snapshot(
         env=dict(spec.env or {}),
         workdir=backend.workdir,
     )
-    ready = ready_snapshots(backend._lifecycle, name)
+    lifecycle = lifecycle_of(backend)
+    ready = ready_snapshots(lifecycle, name)
     fresh = _made_within(ready, age)
     if fresh:
         log.info(
@@ -177,9 +179,9 @@ def prepare_snapshot(
     try:
         for command in commands:
             _run_set_up(backend, sandbox, command, command_timeout, max_output_bytes)
-        with backend._lifecycle.call(f"snapshot sandbox {sandbox}") as api:
+        with lifecycle.call(f"snapshot sandbox {sandbox}") as api:
             snapshot = api.create_snapshot(sandbox, name=name)
-        made = _wait_until_ready(backend._lifecycle, snapshot.id)
+        made = _wait_until_ready(lifecycle, snapshot.id)
     finally:
         backend.destroy(sandbox)
     log.info(
@@ -189,24 +191,22 @@ def prepare_snapshot(
         base,
         time.monotonic() - started,
     )
-    chosen = _one_of_a_name(backend, name, made.id, age)
+    chosen = _one_of_a_name(lifecycle, name, made.id, age)
     _snapshot_use.record_use(chosen, name)
     return chosen
 
 
-def _one_of_a_name(
-    backend: OpenSandboxBackend, name: str, made: str, max_age: timedelta | None
-) -> str:
+def _one_of_a_name(lifecycle: Lifecycle, name: str, made: str, max_age: timedelta | None) -> str:
     """
     The snapshot every run of these inputs uses: ``made``, unless a run that prepared at the
     same time made one first; then that one, and ``made`` is deleted, so two workers racing
     to prepare, the first time or again after ``max_age``, leave one snapshot between them.
     """
-    oldest = find_snapshot(backend._lifecycle, name, max_age=max_age)
+    oldest = find_snapshot(lifecycle, name, max_age=max_age)
     if oldest is None or oldest == made:
         return made
     log.info("Snapshot %s of the same inputs was made first; using it instead.", oldest)
-    delete_snapshot(backend, made)
+    delete(lifecycle, made)
     return oldest
 
 
@@ -266,7 +266,15 @@ def delete_snapshot(backend: OpenSandboxBackend, snapshot_id: str) -> None:
     Delete a snapshot; one already gone is as deleted. Every sandbox started from it must
     be destroyed first: the server refuses to delete the image a container runs.
     """
-    delete(backend._lifecycle, snapshot_id)
+    delete(lifecycle_of(backend), snapshot_id)
+
+
+def lifecycle_of(backend: OpenSandboxBackend) -> Lifecycle:
+    """
+    The lifecycle API of the server ``backend``'s connection names: snapshots belong to the
+    server, not to one of the backend's sandboxes, so they are reached from its settings.
+    """
+    return Lifecycle(lambda: OpenSandboxHook(backend.opensandbox_conn_id).connection_config)
 
 
 def delete(lifecycle: Lifecycle, snapshot_id: str) -> None:

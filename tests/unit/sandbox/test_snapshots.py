@@ -17,6 +17,7 @@ from airflow.providers.common.ai.sandbox.base import (
 from opensandbox.exceptions import SandboxApiException
 
 from opensandbox_provider import _variables
+from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.sandbox import (
     OpenSandboxBackend,
     _snapshot_use,
@@ -192,7 +193,8 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Server:
 
     stand_in = Server([])
     monkeypatch.setattr(SandboxManagerSync, "create", staticmethod(lambda config: stand_in))
-    monkeypatch.setattr(OpenSandboxBackend, "_connection_config", lambda self: object())
+    # Where every client of the server, the backend's and the snapshots' own, reads its config.
+    monkeypatch.setattr(OpenSandboxHook, "connection_config", property(lambda self: object()))
     return stand_in
 
 
