@@ -41,7 +41,6 @@ from airflow.providers.common.ai.sandbox.base import (
     OWNER_TAG,
     WORKDIR_TAG,
     SandboxError,
-    decode_network_policy,
     encode_network_policy,
 )
 
@@ -190,17 +189,6 @@ def provisioning_tags(spec: SandboxSpec, *, workdir: str | None) -> dict[str, st
     if workdir is not None:
         tags[WORKDIR_TAG] = workdir
     return tags
-
-
-def stamped_network(metadata: Mapping[str, str] | None) -> SandboxSpec | None:
-    """The network fields a provisioned sandbox was created with, or ``None`` if unstamped."""
-    try:
-        tags = decode(metadata or {})
-        value = tags.get(NETWORK_TAG) if OWNER_TAG in tags else None
-        return decode_network_policy(value) if value else None
-    except (DamagedTagError, ValueError):
-        # attach reports damage; without a readable stamp there is nothing to compare with.
-        return None
 
 
 def stamped_workdir(metadata: Mapping[str, str] | None, *, default: str | None) -> str | None:
