@@ -3,12 +3,16 @@ side without touching each other.
 
 A unit runs on one worker, its tests in order. Most units are one test file: its tests create
 sandboxes of their own and wait on them, so files run side by side as two users of one server
-would. Two units are whole folders, handed out first, the longer first:
+would. Three units are handed out first, the longest first, so that none of them is left to
+run alone at the end:
 
 - "airflow", tests/airflow_path: its files share one migrated Airflow home, its api-server
   port and its Dag folder, so they run one after another; beside the files, it is one more
   user of the stack.
 - "topology", tests/topology: its files share one celery topology in one Airflow home.
+- "executor", tests/airflow_path/test_executor.py: its Airflow has a home, a Dag folder and a
+  span of api-server ports of its own, so it leaves the airflow unit, whose longest file it
+  was (its 50 mapped tries take minutes), and runs beside it.
 
 Nothing runs alone. What the folders that stand on the host do reaches no other test:
 
@@ -33,31 +37,37 @@ from __future__ import annotations
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-# The units that are whole folders, by name, in the order they are handed out: the folders
-# (as node ids begin) each is made of.
-FOLDER_UNITS = {
+# The named units, in the order they are handed out: the folders or files (as node ids
+# begin) each is made of. A test is in the unit of the longest beginning it has, so a file can
+# be a unit of its own within a folder's.
+NAMED_UNITS = {
     "airflow": ("tests/airflow_path/",),
     "topology": ("tests/topology/",),
+    "executor": ("tests/airflow_path/test_executor.py",),
 }
+_BY_LONGEST_BEGINNING = sorted(
+    ((beginning, name) for name, beginnings in NAMED_UNITS.items() for beginning in beginnings),
+    key=lambda pair: -len(pair[0]),
+)
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit a test belongs to: a folder unit's name, or its own file."""
-    for name, folders in FOLDER_UNITS.items():
-        if nodeid.startswith(folders):
+    """The unit a test belongs to: a named unit's name, or its own file."""
+    for beginning, name in _BY_LONGEST_BEGINNING:
+        if nodeid.startswith(beginning):
             return name
     return nodeid.split("::", 1)[0]
 
 
 def in_unit_order(items: list[pytest.Item]) -> None:
-    """Sorts ``items`` so the units come in the order they are handed out: the folder units
-    first, in FOLDER_UNITS's order, then the files as collected. Stable, so each unit keeps
+    """Sorts ``items`` so the units come in the order they are handed out: the named units
+    first, in NAMED_UNITS's order, then the files as collected. Stable, so each unit keeps
     its own order."""
-    names = list(FOLDER_UNITS)
+    names = list(NAMED_UNITS)
 
     def rank(item: pytest.Item) -> int:
         unit = unit_of(item.nodeid)
-        return names.index(unit) if unit in FOLDER_UNITS else len(names)
+        return names.index(unit) if unit in NAMED_UNITS else len(names)
 
     items.sort(key=rank)
 

@@ -24,7 +24,13 @@ from playwright.sync_api import Page, expect
 
 from dev.airflow_stack import components
 from dev.airflow_stack.executor_site import kept_pool, with_executor, with_warm_pool
-from dev.airflow_stack.home import AIRFLOW_DIR, AirflowSite
+from dev.airflow_stack.home import (
+    AIRFLOW_DIR,
+    PORT_SEARCH_SPAN,
+    PREFERRED_PORT,
+    AirflowSite,
+    first_free_port,
+)
 from dev.airflow_stack.running import CONN_ID, RunningAirflow, running_airflow, trigger
 from dev.stack.state import ServerInfo, StackState
 from opensandbox_provider._identity import identity_metadata
@@ -42,6 +48,20 @@ LOG_TIMEOUT = 60.0
 MARKED_FAILED_BOUND = 10.0
 # The warm pool the tries draw from.
 POOL_NAME = "executor-tries"
+# The api-server's ports: past those the other Airflow homes of the suite search from, since
+# this module runs beside them (tests/work_units.py); two searches of one span at once could
+# both take its first free port before either binds it.
+API_PORTS = range(PREFERRED_PORT + 2 * PORT_SEARCH_SPAN, PREFERRED_PORT + 3 * PORT_SEARCH_SPAN)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def demo_environment_deleted() -> Iterator[None]:
+    """
+    Nothing, in place of the folder's clean-up of the demo's prepared environment: this
+    module's Airflow runs no demo Dag, and it runs beside the folder's other modules
+    (tests/work_units.py), whose Dag runs may be starting from that environment.
+    """
+    yield
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +74,7 @@ def airflow(stack: StackState, dns_nft_server: ServerInfo) -> Iterator[RunningAi
     home = AIRFLOW_DIR / "executor"
     components.stop(home)  # left running by an interrupted earlier session
     shutil.rmtree(home, ignore_errors=True)
-    prepared = AirflowSite.prepare(home, extra_dags=[DAG_FILE])
+    prepared = AirflowSite.prepare(home, port=first_free_port(API_PORTS), extra_dags=[DAG_FILE])
     site = with_executor(prepared, dns_nft_server, conn_id=CONN_ID, bridge_ip=stack.bridge_ip)
     site = with_warm_pool(site, name=POOL_NAME, store=stack.redis_url, size=1)
     settings = {

@@ -19,6 +19,8 @@ COLLECTED = [
     "tests/airflow_path/test_b.py::test_1",
     "tests/topology/test_t.py::test_1",
     "tests/topology/test_u.py::test_1",
+    "tests/airflow_path/test_executor.py::test_1",
+    "tests/airflow_path/test_executor.py::test_2",
     "tests/integration/test_lease.py::test_1",
     "tests/integration/test_x.py::test_1",
     "tests/integration/test_x.py::test_2",
@@ -81,6 +83,7 @@ def test_the_folders_that_share_something_are_one_unit_each_and_other_tests_thei
     assert {unit_of(n) for n in COLLECTED} == {
         "airflow",
         "topology",
+        "executor",
         "tests/integration/test_lease.py",
         "tests/integration/test_x.py",
         "tests/network/test_n.py",
@@ -89,17 +92,24 @@ def test_the_folders_that_share_something_are_one_unit_each_and_other_tests_thei
     }
 
 
-def test_the_folder_units_come_first_in_their_order_each_keeping_its_own() -> None:
+def test_a_file_named_a_unit_is_its_own_not_its_folders() -> None:
+    assert unit_of("tests/airflow_path/test_executor.py::test_1") == "executor"
+    assert unit_of("tests/airflow_path/test_executor_other.py::test_1") == "airflow"
+
+
+def test_the_named_units_come_first_in_their_order_each_keeping_its_own() -> None:
     items = [SimpleNamespace(nodeid=n) for n in reversed(COLLECTED)]
     in_unit_order(items)
     ids = [item.nodeid for item in items]
-    assert ids[:4] == [
+    assert ids[:6] == [
         "tests/airflow_path/test_b.py::test_1",
         "tests/airflow_path/test_a.py::test_1",
         "tests/topology/test_u.py::test_1",
         "tests/topology/test_t.py::test_1",
+        "tests/airflow_path/test_executor.py::test_2",
+        "tests/airflow_path/test_executor.py::test_1",
     ]
-    assert ids[4:] == list(reversed(COLLECTED[4:]))
+    assert ids[6:] == list(reversed(COLLECTED[6:]))
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -117,8 +127,8 @@ def test_every_test_runs_once_each_unit_on_one_worker_in_its_order(seed: int) ->
         assert [node for _, node in mine] == [n for n in COLLECTED if unit_of(n) == unit]
 
 
-def test_the_folder_units_go_first_to_two_workers_beside_each_other() -> None:
+def test_the_named_units_go_first_to_three_workers_beside_each_other() -> None:
     workers = [Worker("a"), Worker("b"), Worker("c")]
     scheduler_with(workers)
     first = [unit_of(COLLECTED[w.sent[0]]) for w in workers]
-    assert first[:2] == ["airflow", "topology"]
+    assert first == ["airflow", "topology", "executor"]
