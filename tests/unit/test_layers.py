@@ -103,6 +103,10 @@ SHARED_PRIVATE = {
     # The entry points' parts that another entry point shares.
     "operators._files": (("decorators",), "the files checks the decorator makes when parsed"),
     "operators._stop": (("triggers",), "how a running command is stopped"),
+    "operators._command_end": (
+        ("triggers",),
+        "how a command ended, which the trigger's event carries to the operator",
+    ),
 }
 
 
