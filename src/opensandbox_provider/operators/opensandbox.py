@@ -66,6 +66,7 @@ from opensandbox_provider.operators._stop import (
 )
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
 from opensandbox_provider.pool import ServerPool
+from opensandbox_provider.sandbox._lifecycle import Lifecycle
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import (
     MAX_RUNNING_PAST_DEADLINE,
@@ -753,8 +754,7 @@ class OpenSandboxOperator(BaseOperator):
         hook = self._hook or OpenSandboxHook(self.opensandbox_conn_id)
         try:
             if sandbox is not None:
-                if hook.kill_sandbox(sandbox):
-                    self.log.info("Killed sandbox %s.", sandbox)
+                Lifecycle(lambda: hook.connection_config).kill(sandbox)
             elif identity is not None:
                 for killed in kill_this_try(hook, identity):
                     self.log.info("Killed sandbox %s, found by this try's identity.", killed)
