@@ -6,15 +6,12 @@ from typing import TYPE_CHECKING
 
 from opensandbox_provider import _metrics
 from opensandbox_provider._kept import still_kept
-from opensandbox_provider.sandbox._lifecycle import Lifecycle
+from opensandbox_provider.sandbox._lifecycle import TERMINATED, Lifecycle
 
 if TYPE_CHECKING:
     from opensandbox_provider._identity import TaskInstanceIdentity
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
     from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
-
-# A terminated sandbox runs nothing and holds nothing; a failed one still holds its container.
-_ENDED = "Terminated"
 
 
 def kill_other_tries(
@@ -39,7 +36,7 @@ def kill_other_tries(
     left = [
         sandbox
         for sandbox in found
-        if sandbox.id != keep and sandbox.state != _ENDED and not still_kept(sandbox.kept_until)
+        if sandbox.id != keep and sandbox.state != TERMINATED and not still_kept(sandbox.kept_until)
     ]
     lifecycle = Lifecycle(lambda: hook.connection_config)
     killed = [sandbox for sandbox in left if lifecycle.kill(sandbox.id)]

@@ -32,8 +32,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# The lifecycle state of a sandbox that runs nothing and holds nothing, its container gone; a
+# Failed one still holds its container, and its image.
+TERMINATED = "Terminated"
 # Lifecycle states from which a sandbox never runs another command.
-ENDED_STATES = frozenset({"Stopping", "Terminated", "Failed"})
+ENDED_STATES = frozenset({"Stopping", TERMINATED, "Failed"})
 
 
 class Lifecycle:
