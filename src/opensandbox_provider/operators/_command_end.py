@@ -1,12 +1,8 @@
 """
 How a command ended, as the operator judges it and as the trigger's event carries it back to
-the worker: one type for each way, serialized one way.
-
-Airflow stores the event between a triggerer and a worker that may run different releases, so
-its payload keeps the keys and values every release's trigger has fired: ``status``
-(``"ended"``, ``"timeout"`` or ``"error"``) and ``sandbox``; for an ended command ``exit_code``,
-``stdout``, ``stderr``, ``timed_out`` and, only when the trigger's stop ended it, ``stopped``;
-for the others, a ``message``.
+the worker: one type for each way, serialized one way. Airflow stores the event between a
+triggerer and a worker that may run different releases, so its payload keeps the keys and
+values every release's trigger has fired (see the trigger's docstring).
 """
 
 from __future__ import annotations
@@ -62,9 +58,8 @@ _KIND = {status: kind for kind, status in _WITH_A_MESSAGE.items()}
 
 def foreground_end(result: SandboxExecResult, *, stopped: str | None) -> CommandEnd | CommandLost:
     """
-    How a foreground command ended, from the backend's result; ``stopped`` says how the
-    graceful stop ended it, when it did. A command whose sandbox ended under it is lost, as
-    the backend's note in its stderr says.
+    How a foreground command ended; ``stopped``, how the graceful stop ended it, if it did. A
+    command whose sandbox ended under it is lost, as the backend's note in its stderr says.
     """
     if result.sandbox_terminated:
         return CommandLost(result.stderr.strip())
