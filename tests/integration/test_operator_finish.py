@@ -24,6 +24,7 @@ from opensandbox_provider.maintenance._cleanup import kill_leaked_sandboxes
 from opensandbox_provider.operators._finish_action import KEPT_SANDBOX_XCOM
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.sandbox import OpenSandboxBackend
+from opensandbox_provider.sandbox._lifecycle import Lifecycle
 from tests.integration import test_operator as operator_tests
 from tests.integration.conftest import CONN_ID
 from tests.integration.test_operator import (
@@ -137,7 +138,7 @@ def test_a_deferred_command_past_its_timeout_gets_sigterm_from_the_trigger(
 
 
 def test_killing_the_task_gives_the_command_its_grace_before_the_sandbox_goes(
-    operator_on, plain_server, lines
+    operator_on, plain_server, lines, monkeypatch
 ):
     operator = operator_on(plain_server, command=TRAPS_TERM, termination_grace_period=20)
     worker, ended = executing(operator)
@@ -158,7 +159,8 @@ def test_killing_the_task_gives_the_command_its_grace_before_the_sandbox_goes(
 
         return destroying
 
-    hook.kill_sandbox = reading_first(hook.kill_sandbox)  # type: ignore[method-assign]
+    # on_kill kills by the sandbox's handle, through the one way every kill goes.
+    monkeypatch.setattr(Lifecycle, "kill", reading_first(Lifecycle.kill))
     operator._destroy = reading_first(operator._destroy)  # type: ignore[method-assign]
     operator.on_kill()
     worker.join(60)

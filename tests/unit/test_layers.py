@@ -90,7 +90,10 @@ SHARED_PRIVATE = {
         "the checks of a backend's arguments, made when a Dag is parsed too",
     ),
     "sandbox._limits": (("operators",), "the checks of byte budgets and timeouts"),
-    "sandbox._lifecycle": (("maintenance", "pool"), "the server's lifecycle client and states"),
+    "sandbox._lifecycle": (
+        ("maintenance", "operators", "plugins", "pool"),
+        "the server's lifecycle client and states, and the one way a sandbox is destroyed",
+    ),
     "sandbox._lease": (("triggers",), "the renewals a deferred task's sandbox still gets"),
     "sandbox._outcome": (("triggers",), "a command's end as its result"),
     "sandbox._snapshots": (("decorators", "maintenance"), "prepared snapshots, found by name"),
@@ -103,6 +106,10 @@ SHARED_PRIVATE = {
     # The entry points' parts that another entry point shares.
     "operators._files": (("decorators",), "the files checks the decorator makes when parsed"),
     "operators._stop": (("triggers",), "how a running command is stopped"),
+    "operators._command_end": (
+        ("triggers",),
+        "how a command ended, which the trigger's event carries to the operator",
+    ),
 }
 
 

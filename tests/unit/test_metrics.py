@@ -31,6 +31,7 @@ from opensandbox_provider.sandbox import OpenSandboxBackend
 from opensandbox_provider.sandbox._creation import route
 from tests.sent_metrics import Recorder, recording
 from tests.unit.egress.test_policy import sidecar_answer
+from tests.unit.killed_through_hooks import killed_through_hooks
 from tests.unit.maintenance.test_cleanup import FakeHook as CleanupHook
 from tests.unit.maintenance.test_cleanup import summary as leaked
 from tests.unit.operators.test_tries import FakeHook as TriesHook
@@ -95,7 +96,8 @@ def test_nothing_is_counted_when_nothing_happened(stats: Recorder) -> None:
     assert stats.sent == []
 
 
-def test_the_sandboxes_a_retry_kills_are_counted(stats: Recorder) -> None:
+def test_the_sandboxes_a_retry_kills_are_counted(stats: Recorder, monkeypatch) -> None:
+    killed_through_hooks(monkeypatch)
     TriesHook.listed = [
         left_by("sb-new", try_number=3),
         left_by("sb-1", try_number=1),
@@ -109,7 +111,8 @@ def test_the_sandboxes_a_retry_kills_are_counted(stats: Recorder) -> None:
     assert stats.sent == [("incr", "opensandbox.sandbox.killed.retry", 2, {})]
 
 
-def test_the_sandboxes_the_cleanup_kills_are_counted(stats: Recorder) -> None:
+def test_the_sandboxes_the_cleanup_kills_are_counted(stats: Recorder, monkeypatch) -> None:
+    killed_through_hooks(monkeypatch)
     hook = CleanupHook([leaked("sb-done", "done"), leaked("sb-running", "running")])
     states = {"done": "success", "running": "running"}
     kill_leaked_sandboxes(hook, lambda identity: states[identity.run_id])  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from opensandbox_provider import _metrics
 from opensandbox_provider._kept import still_kept
 from opensandbox_provider.maintenance._states import may_come_back
+from opensandbox_provider.sandbox._lifecycle import TERMINATED, Lifecycle
 
 if TYPE_CHECKING:
     from opensandbox_provider._identity import TaskInstanceIdentity
@@ -16,9 +17,6 @@ if TYPE_CHECKING:
     from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 
 log = logging.getLogger(__name__)
-
-# A terminated sandbox runs nothing and holds nothing; a failed one still holds its container.
-_ENDED = "Terminated"
 
 StateReader = Callable[["TaskInstanceIdentity"], "str | None"]
 """The state Airflow has for a task instance, ``None`` when it has none or no such instance."""
@@ -37,11 +35,12 @@ def kill_leaked_sandboxes(
     other creators' sandboxes (the hook lists only this provider's).
     """
     killed = []
+    lifecycle = Lifecycle(lambda: hook.connection_config)
     # A task instance is asked about once a run, however many sandboxes its tries left.
     states: dict[tuple[str, str, str, int], str | None] = {}
     for sandbox in _listed(hook, dag_ids):
         identity = sandbox.identity
-        if sandbox.state == _ENDED or identity is None or sandbox.provisioned:
+        if sandbox.state == TERMINATED or identity is None or sandbox.provisioned:
             continue
         if still_kept(sandbox.kept_until):
             continue
@@ -50,7 +49,7 @@ def kill_leaked_sandboxes(
             states[key] = state_of(identity)
         if may_come_back(states[key]):
             continue
-        if hook.kill_sandbox(sandbox.id):
+        if lifecycle.kill(sandbox.id):
             log.info(
                 "Killed sandbox %s: task %s of run %s of Dag %s is %s, so no try of it uses "
                 "the sandbox again.",

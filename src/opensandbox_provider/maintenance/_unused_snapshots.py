@@ -10,6 +10,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxError
 
 from opensandbox_provider.hooks._sandboxes import PAGE_SIZE
 from opensandbox_provider.sandbox import _arguments, _snapshot_use, _snapshots
+from opensandbox_provider.sandbox._lifecycle import TERMINATED
 
 if TYPE_CHECKING:
     from opensandbox_provider.sandbox._lifecycle import Lifecycle
@@ -21,9 +22,6 @@ DEFAULT_UNUSED_SNAPSHOT_AGE = timedelta(days=7)
 # A use is recorded at most once per interval, so a record may be that far behind the last
 # use; twice the interval leaves a snapshot at least one interval of real disuse.
 MIN_UNUSED_SNAPSHOT_AGE = 2 * _snapshot_use.RECORD_INTERVAL
-# A sandbox that ended holds no container; any other keeps its image, which the server then
-# refuses to remove, leaving the snapshot half deleted.
-_ENDED = "Terminated"
 
 
 def checked_unused_age(value: timedelta | float | None) -> timedelta | None:
@@ -101,10 +99,12 @@ def _started_from(lifecycle: Lifecycle) -> set[str]:
     while True:
         with lifecycle.call("list the sandboxes on the server") as api:
             answer = api.list_sandbox_infos(SandboxFilter(page=page, page_size=PAGE_SIZE))
+        # Any sandbox but a terminated one keeps its image, which the server then refuses to
+        # remove, leaving the snapshot half deleted.
         found |= {
             info.snapshot_id
             for info in answer.sandbox_infos
-            if info.snapshot_id and info.status.state != _ENDED
+            if info.snapshot_id and info.status.state != TERMINATED
         }
         if not answer.pagination.has_next_page:
             return found

@@ -6,14 +6,12 @@ from typing import TYPE_CHECKING
 
 from opensandbox_provider import _metrics
 from opensandbox_provider._kept import still_kept
+from opensandbox_provider.sandbox._lifecycle import TERMINATED, Lifecycle
 
 if TYPE_CHECKING:
     from opensandbox_provider._identity import TaskInstanceIdentity
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
     from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
-
-# A terminated sandbox runs nothing and holds nothing; a failed one still holds its container.
-_ENDED = "Terminated"
 
 
 def kill_other_tries(
@@ -38,9 +36,10 @@ def kill_other_tries(
     left = [
         sandbox
         for sandbox in found
-        if sandbox.id != keep and sandbox.state != _ENDED and not still_kept(sandbox.kept_until)
+        if sandbox.id != keep and sandbox.state != TERMINATED and not still_kept(sandbox.kept_until)
     ]
-    killed = [sandbox for sandbox in left if hook.kill_sandbox(sandbox.id)]
+    lifecycle = Lifecycle(lambda: hook.connection_config)
+    killed = [sandbox for sandbox in left if lifecycle.kill(sandbox.id)]
     _metrics.count(_metrics.KILLED_BY_RETRY, len(killed))
     return killed
 
@@ -54,4 +53,5 @@ def kill_this_try(hook: OpenSandboxHook, identity: TaskInstanceIdentity) -> list
         map_index=identity.map_index,
         try_number=identity.try_number,
     )
-    return [sandbox.id for sandbox in found if hook.kill_sandbox(sandbox.id)]
+    lifecycle = Lifecycle(lambda: hook.connection_config)
+    return [sandbox.id for sandbox in found if lifecycle.kill(sandbox.id)]

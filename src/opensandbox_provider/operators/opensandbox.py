@@ -31,6 +31,14 @@ from opensandbox_provider.operators._assets import (
     declared_inputs,
     shown,
 )
+from opensandbox_provider.operators._command_end import (
+    CommandEnd,
+    CommandEvent,
+    CommandLost,
+    OutOfTime,
+    WaitEnd,
+    foreground_end,
+)
 from opensandbox_provider.operators._files import check_files, copy_outputs, write_files
 from opensandbox_provider.operators._finish_action import (
     DEFAULT_KEEP_FOR,
@@ -58,6 +66,7 @@ from opensandbox_provider.operators._stop import (
 )
 from opensandbox_provider.operators._tries import kill_other_tries, kill_this_try
 from opensandbox_provider.pool import ServerPool
+from opensandbox_provider.sandbox._lifecycle import Lifecycle
 from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 from opensandbox_provider.triggers.opensandbox import (
     MAX_RUNNING_PAST_DEADLINE,
@@ -66,7 +75,6 @@ from opensandbox_provider.triggers.opensandbox import (
 
 if TYPE_CHECKING:
     import jinja2
-    from airflow.providers.common.ai.sandbox.base import SandboxExecResult
     from airflow.providers.common.compat.sdk import Asset, Context, ObjectStoragePath
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -88,30 +96,6 @@ SANDBOX_ID_XCOM = "sandbox_id"
 # task's execution_timeout, so its event reaches the worker before the scheduler, which looks
 # for timed-out deferrals every 15 s, fails the task without calling it back.
 TIMEOUT_HEADROOM = 10.0
-
-
-@dataclass(frozen=True)
-class CommandEnd:
-    """How a command ended, foreground or background, as the operator judges it."""
-
-    exit_code: int
-    stdout: str
-    stderr: str
-    timed_out: bool
-    # Why the sandbox ended under the command, when it did.
-    terminated: str | None = None
-    # How the command was stopped when it ran out of command_timeout, when it was.
-    stopped: str | None = None
-
-    @classmethod
-    def of(cls, result: SandboxExecResult) -> CommandEnd:
-        return cls(
-            exit_code=result.exit_code,
-            stdout=result.stdout,
-            stderr=result.stderr,
-            timed_out=result.timed_out,
-            terminated=result.stderr.strip() if result.sandbox_terminated else None,
-        )
 
 
 @dataclass
@@ -447,7 +431,7 @@ class OpenSandboxOperator(BaseOperator):
             if not deferred:
                 self._end(backend, sandbox, context, ending)
 
-    def _run(self, backend: OpenSandboxBackend, sandbox: str) -> CommandEnd:
+    def _run(self, backend: OpenSandboxBackend, sandbox: str) -> CommandEnd | CommandLost:
         """
         Run the command, logging its output as it comes, and stop it gracefully once it runs
         out of ``command_timeout``, or when anything (``execution_timeout``) ends the run.
@@ -495,9 +479,8 @@ class OpenSandboxOperator(BaseOperator):
                 f"The task was killed while its command ran in sandbox {sandbox}"
                 + ("." if stopped is None else f"; the command was {stopped}.")
             )
-        return replace(
-            CommandEnd.of(result),
-            stopped=str(stopped) if stopped is not None and stopped.ended_it else None,
+        return foreground_end(
+            result, stopped=str(stopped) if stopped is not None and stopped.ended_it else None
         )
 
     def _backstop(self) -> float:
@@ -644,26 +627,17 @@ class OpenSandboxOperator(BaseOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Back from the trigger: judge the command, copy the outputs, destroy the sandbox."""
         backend = self._backend = self.new_backend()
-        sandbox = self._sandbox_id = event["sandbox"]
+        fired = CommandEvent.of(event)
+        sandbox = self._sandbox_id = fired.sandbox
         # Only a command the trigger saw end is over; after a timeout it may still run.
-        ending = Ending(command_over=event["status"] == "ended")
+        ending = Ending(command_over=isinstance(fired.end, CommandEnd))
         try:
-            if event["status"] == "timeout":
-                raise AirflowTaskTimeout(event["message"])
-            if event["status"] != "ended":
-                raise AirflowException(event["message"])
-            # Renewed from now until the sandbox is destroyed: a task resumed late in a busy
-            # pool may have little of the trigger's last lease left, and copying the outputs
-            # may take long.
-            backend.hold(sandbox)
-            end = CommandEnd(
-                exit_code=event["exit_code"],
-                stdout=event["stdout"],
-                stderr=event["stderr"],
-                timed_out=event["timed_out"],
-                stopped=event.get("stopped"),
-            )
-            return self._judge(backend, sandbox, end, ending)
+            if ending.command_over:
+                # Renewed from now until the sandbox is destroyed: a task resumed late in a
+                # busy pool may have little of the trigger's last lease left, and copying the
+                # outputs may take long.
+                backend.hold(sandbox)
+            return self._judge(backend, sandbox, fired.end, ending)
         finally:
             self._end(backend, sandbox, context, ending)
 
@@ -672,7 +646,7 @@ class OpenSandboxOperator(BaseOperator):
     # ------------------------------------------------------------------
 
     def _judge(
-        self, backend: OpenSandboxBackend, sandbox: str, end: CommandEnd, ending: Ending
+        self, backend: OpenSandboxBackend, sandbox: str, end: WaitEnd, ending: Ending
     ) -> Any:
         """:meth:`_finish`, noting in ``ending`` whether the task failed (a skip did not)."""
         try:
@@ -683,9 +657,11 @@ class OpenSandboxOperator(BaseOperator):
         ending.failed = False
         return value
 
-    def _finish(self, backend: OpenSandboxBackend, sandbox: str, end: CommandEnd) -> Any:
-        if end.terminated is not None:
-            raise AirflowException(end.terminated)
+    def _finish(self, backend: OpenSandboxBackend, sandbox: str, end: WaitEnd) -> Any:
+        if isinstance(end, OutOfTime):
+            raise AirflowTaskTimeout(end.message)
+        if isinstance(end, CommandLost):
+            raise AirflowException(end.message)
         if end.stopped is not None:
             raise AirflowException(
                 f"The command ran out of its {self.command_timeout:g}s in sandbox {sandbox} and "
@@ -721,7 +697,7 @@ class OpenSandboxOperator(BaseOperator):
             return read_result(
                 backend, sandbox, self.xcom_path, multiple_outputs=self.multiple_outputs
             )
-        return {"exit_code": end.exit_code, "stdout": redact(end.stdout)}
+        return redact(end.xcom())
 
     # ------------------------------------------------------------------
     # Lineage, as the OpenLineage provider asks for it
@@ -778,8 +754,7 @@ class OpenSandboxOperator(BaseOperator):
         hook = self._hook or OpenSandboxHook(self.opensandbox_conn_id)
         try:
             if sandbox is not None:
-                if hook.kill_sandbox(sandbox):
-                    self.log.info("Killed sandbox %s.", sandbox)
+                Lifecycle(lambda: hook.connection_config).kill(sandbox)
             elif identity is not None:
                 for killed in kill_this_try(hook, identity):
                     self.log.info("Killed sandbox %s, found by this try's identity.", killed)

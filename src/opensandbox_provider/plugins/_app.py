@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.plugins._connections import opensandbox_connection_ids
 from opensandbox_provider.plugins._page import render_page
+from opensandbox_provider.sandbox._lifecycle import Lifecycle
 
 if TYPE_CHECKING:
     from opensandbox_provider._identity import TaskInstanceIdentity
@@ -198,7 +199,7 @@ def _kill(user: Any, sandbox_id: str) -> dict[str, Any]:
         if not _allowed(user, conn_id, summary.identity, "PUT"):
             raise HTTPException(403, f"You may not change the task that owns {sandbox_id}.")
         try:
-            killed = OpenSandboxHook(conn_id).kill_sandbox(sandbox_id)
+            killed = Lifecycle(OpenSandboxHook(conn_id).get_conn).kill(sandbox_id)
         except (SandboxError, InvalidConnectionError) as error:
             raise HTTPException(502, f"Could not kill sandbox {sandbox_id}: {error}") from None
         return {"sandbox": sandbox_id, "killed": killed}

@@ -20,13 +20,11 @@ from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
 from opensandbox_provider._errors import (
     api_exceptions,
     as_sandbox_errors,
-    done_unless_missing,
     sdk_exceptions,
     status_of,
-    transport_errors,
 )
 from opensandbox_provider._identity import KEYS
-from opensandbox_provider.sandbox._lifecycle import ENDED_STATES
+from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, destroy_quietly
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
@@ -91,7 +89,9 @@ def draw(
                 pool, pool.when_empty, "when_empty", f"its store could not be reached: {e}"
             )
         for ending in taken.discarded_alive_sandbox_ids:
-            _destroy_quietly(handover.lifecycle, ending, why="its idle lease was about to end")
+            destroy_quietly(
+                handover.lifecycle.kill, ending, after="its idle lease was about to end"
+            )
         if taken.sandbox_id is None:
             return _fall_back(pool, pool.when_empty, "when_empty", "it has no idle sandbox")
         sdk = _claim(pool, taken.sandbox_id, handover)
@@ -205,7 +205,9 @@ def _claim(pool: WarmPool, sandbox: str, handover: Handover) -> SandboxSync | No
         return connected.result()
     if connected.exception() is None:
         connected.result().close()
-    _destroy_quietly(handover.lifecycle, sandbox, why=unusable or "taking it from the pool failed")
+    destroy_quietly(
+        handover.lifecycle.kill, sandbox, after=unusable or "taking it from the pool failed"
+    )
     if unusable is not None:
         log.info(
             "Idle sandbox %s of warm pool %s: %s; taking the next.", sandbox, pool.name, unusable
@@ -254,19 +256,6 @@ def _unusable(found: Future[SandboxInfo | None], pool: WarmPool) -> str | None:
             f"{pool.creation.fingerprint()}); run one definition of a pool per name"
         )
     return None
-
-
-def _destroy_quietly(lifecycle: Lifecycle, sandbox: str, *, why: str) -> None:
-    try:
-        with lifecycle.call(f"destroy sandbox {sandbox}") as api:
-            done_unless_missing(lambda: api.kill_sandbox(sandbox))
-    except transport_errors():
-        log.warning(
-            "Could not destroy sandbox %s after %s; the server ends it when its lease runs out.",
-            sandbox,
-            why,
-            exc_info=True,
-        )
 
 
 def _requests() -> ThreadPoolExecutor:

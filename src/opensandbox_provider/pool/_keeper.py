@@ -14,11 +14,11 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, cast
 
-from opensandbox_provider._errors import status_of, transport_errors
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
 from opensandbox_provider.pool._store import state_store
 from opensandbox_provider.sandbox import _registry, _volumes
 from opensandbox_provider.sandbox._creation import within_limits
+from opensandbox_provider.sandbox._lifecycle import Lifecycle, destroy_quietly
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
@@ -139,26 +139,10 @@ class Keeper:
 
 def drain(pool: WarmPool) -> int:
     """Destroy every idle sandbox of ``pool`` and return how many; stop its keepers first."""
-    from opensandbox.sync.manager import SandboxManagerSync
-
     store = state_store(pool)
-    manager: SandboxManagerSync | None = None
+    lifecycle = Lifecycle(lambda: OpenSandboxHook(pool.opensandbox_conn_id).connection_config)
     drained = 0
-    try:
-        while (sandbox := store.try_take_idle(pool.name)) is not None:
-            drained += 1
-            if manager is None:
-                config = OpenSandboxHook(pool.opensandbox_conn_id).connection_config
-                manager = SandboxManagerSync.create(config)
-            try:
-                manager.kill_sandbox(sandbox)
-            except transport_errors() as e:
-                # One already gone, by its lease or by hand, is as drained as one killed now.
-                if status_of(e) != 404:
-                    log.warning(
-                        "Could not destroy idle sandbox %s of pool %s: %s", sandbox, pool.name, e
-                    )
-    finally:
-        if manager is not None:
-            manager.close()
+    while (sandbox := store.try_take_idle(pool.name)) is not None:
+        drained += 1
+        destroy_quietly(lifecycle.kill, sandbox, after=f"draining pool {pool.name}")
     return drained

@@ -17,6 +17,7 @@ from opensandbox_provider._errors import (
     as_sandbox_errors,
     done_unless_missing,
     status_of,
+    transport_errors,
 )
 from opensandbox_provider.sandbox._record import seconds_left
 
@@ -31,8 +32,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# The lifecycle state of a sandbox that runs nothing and holds nothing, its container gone; a
+# Failed one still holds its container, and its image.
+TERMINATED = "Terminated"
 # Lifecycle states from which a sandbox never runs another command.
-ENDED_STATES = frozenset({"Stopping", "Terminated", "Failed"})
+ENDED_STATES = frozenset({"Stopping", TERMINATED, "Failed"})
 
 
 class Lifecycle:
@@ -100,10 +104,16 @@ class Lifecycle:
                     return None
                 raise
 
-    def kill(self, sandbox: str) -> None:
-        """Destroy ``sandbox`` by handle alone, whatever its state: unhealthy or paused too."""
+    def kill(self, sandbox: str) -> bool:
+        """
+        Destroy ``sandbox`` by handle alone, whatever its state, unhealthy or paused too: every
+        sandbox the package ends goes this way. A sandbox the server no longer has is as
+        destroyed as one it ends now; ``False`` then. The log says which, once.
+        """
         with self.call(f"destroy sandbox {sandbox}") as lifecycle:
-            kill(lambda: lifecycle.kill_sandbox(sandbox), sandbox)
+            killed = done_unless_missing(lambda: lifecycle.kill_sandbox(sandbox))
+        log.info("Destroyed sandbox %s." if killed else "Sandbox %s was already gone.", sandbox)
+        return killed
 
     def _api(self) -> SandboxManagerSync:
         with self._lock:
@@ -118,12 +128,21 @@ class Lifecycle:
             return self._client
 
 
-def kill(kill: Callable[[], None], sandbox: str) -> None:
-    """Run ``kill``: a sandbox the server no longer has is as destroyed as one it ends now."""
-    if done_unless_missing(kill):
-        log.info("Destroyed sandbox %s.", sandbox)
-    else:
-        log.info("Sandbox %s was already gone.", sandbox)
+def destroy_quietly(destroy: Callable[[str], object], sandbox: str, *, after: str) -> None:
+    """
+    ``destroy(sandbox)`` while another failure is reported, or a sandbox is set aside, without
+    hiding it: a failure to destroy is only logged, since the server ends an unrenewed sandbox
+    within one lease anyway.
+    """
+    try:
+        destroy(sandbox)
+    except transport_errors():
+        log.warning(
+            "Could not destroy sandbox %s after %s; the server ends it when its lease runs out.",
+            sandbox,
+            after,
+            exc_info=True,
+        )
 
 
 def gone(sdk: SandboxSync) -> bool:

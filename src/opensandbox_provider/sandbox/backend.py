@@ -802,24 +802,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         with self._lock:
             self._durable.pop(sandbox, None)
             record = self._sandboxes.pop(sandbox, None)
-        if record is None:
+        try:
             self._lifecycle.kill(sandbox)
-            return
-        with as_sandbox_errors(f"destroy sandbox {sandbox}"):
-            try:
-                _lifecycle.kill(record.sdk.kill, sandbox)
-            finally:
+        finally:
+            if record is not None:
                 record.sdk.close()
 
     def _destroy_quietly(self, sandbox: str, *, after: str) -> None:
-        """Destroy a sandbox while another failure is reported, without hiding that failure."""
-        try:
-            self._kill(sandbox)
-        except SandboxError:
-            log.warning(
-                "Could not destroy sandbox %s after %s; the server ends it when its lifetime "
-                "runs out.",
-                sandbox,
-                after,
-                exc_info=True,
-            )
+        _lifecycle.destroy_quietly(self._kill, sandbox, after=after)

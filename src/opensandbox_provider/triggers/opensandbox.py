@@ -22,6 +22,13 @@ from opensandbox_provider.execd._background import BackgroundCommand, OutputPiec
 from opensandbox_provider.execd._command_status import CommandStatus
 from opensandbox_provider.execd._events import BoundedTail
 from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
+from opensandbox_provider.operators._command_end import (
+    CommandEnd,
+    CommandEvent,
+    CommandLost,
+    OutOfTime,
+    WaitEnd,
+)
 from opensandbox_provider.operators._stop import stop_gracefully
 from opensandbox_provider.sandbox._lease import renewal_interval
 from opensandbox_provider.sandbox._outcome import killed_at_deadline
@@ -392,16 +399,12 @@ class OpenSandboxCommandTrigger(BaseTrigger):
     def _past_a_deadline(self) -> TriggerEvent | None:
         now = time.time()
         if self.task_deadline_at is not None and now >= self.task_deadline_at:
-            return TriggerEvent(
-                {
-                    "status": "timeout",
-                    "sandbox": self.sandbox,
-                    "message": (
-                        f"The task ran out of its execution_timeout while command "
-                        f"{self.command_id} ran in sandbox {self.sandbox}. Raise "
-                        "execution_timeout if the command needs longer."
-                    ),
-                }
+            return self._event(
+                OutOfTime(
+                    f"The task ran out of its execution_timeout while command "
+                    f"{self.command_id} ran in sandbox {self.sandbox}. Raise "
+                    "execution_timeout if the command needs longer."
+                )
             )
         if now > self.deadline_at:
             return self._error(
@@ -481,18 +484,14 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             self.sandbox,
             quoted(status.error, 200) or f"exit code {exit_code}",
         )
-        return TriggerEvent(
-            {
-                "status": "ended",
-                "sandbox": self.sandbox,
-                "exit_code": exit_code,
-                "stdout": stdout,
-                "stderr": stderr,
-                "timed_out": timed_out,
-                # Only when the trigger's stop ended it, so an event is as before otherwise.
-                **({"stopped": self._stopped} if self._stopped else {}),
-            }
+        end = CommandEnd(
+            exit_code=exit_code,
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=timed_out,
+            stopped=self._stopped or None,
         )
+        return self._event(end)
 
     def _gone(self) -> TriggerEvent:
         return self._error(
@@ -501,7 +500,10 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         )
 
     def _error(self, message: str) -> TriggerEvent:
-        return TriggerEvent({"status": "error", "sandbox": self.sandbox, "message": message})
+        return self._event(CommandLost(message))
+
+    def _event(self, end: WaitEnd) -> TriggerEvent:
+        return TriggerEvent(CommandEvent(self.sandbox, end).payload())
 
     async def on_kill(self) -> None:
         """

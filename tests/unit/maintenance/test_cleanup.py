@@ -17,8 +17,14 @@ from opensandbox_provider.maintenance import OpenSandboxCleanupOperator, cleanup
 from opensandbox_provider.maintenance._cleanup import kill_leaked_sandboxes
 from opensandbox_provider.maintenance._states import ALIVE, ENDED, may_come_back
 from opensandbox_provider.maintenance.operator import _task_states
+from tests.unit.killed_through_hooks import killed_through_hooks
 
 RUN_ID = "manual__2026-01-01T00:00:00+00:00"
+
+
+@pytest.fixture(autouse=True)
+def kills(monkeypatch: pytest.MonkeyPatch) -> None:
+    killed_through_hooks(monkeypatch)
 
 
 def test_every_airflow_task_instance_state_is_decided_one_way() -> None:
@@ -83,6 +89,8 @@ class FakeHook:
         self.listed = listed
         self.listings: list[dict[str, Any]] = []
         self.killed: list[str] = []
+        # Its kills come back to it through the lifecycle client made of it.
+        self.connection_config = self
 
     def list_sandboxes(self, **query: Any) -> list[SandboxSummary]:
         self.listings.append(query)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
-from opensandbox_provider.operators.opensandbox import CommandEnd, OpenSandboxOperator, _tail
+from opensandbox_provider.operators._command_end import CommandEnd
+from opensandbox_provider.operators.opensandbox import OpenSandboxOperator, _tail
 from opensandbox_provider.pool import WarmPool
 from opensandbox_provider.sandbox import NamedVolume
 

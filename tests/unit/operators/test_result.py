@@ -9,12 +9,13 @@ import pytest
 from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxFileTooLargeError
 from airflow.providers.common.compat.sdk import AirflowException, mask_secret
 
+from opensandbox_provider.operators._command_end import CommandEnd
 from opensandbox_provider.operators._result import (
     MAX_OUTPUT_KEYS,
     MAX_RESULT_BYTES,
     MAX_RESULT_DEPTH,
 )
-from opensandbox_provider.operators.opensandbox import CommandEnd, OpenSandboxOperator
+from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from tests.unit.airflow_versions import forget_masked_values, task_masker
 
 SUCCEEDED = CommandEnd(exit_code=0, stdout="done\n", stderr="", timed_out=False)

@@ -15,6 +15,7 @@ from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider.hooks._sandboxes import SandboxSummary
 from opensandbox_provider.operators import opensandbox as operator_module
 from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
+from tests.unit.killed_through_hooks import killed_through_hooks
 
 RUN_ID = "manual__2026-01-01T00:00:00+00:00"
 DEPLOYMENT = "production"
@@ -60,7 +61,8 @@ class FakeHook:
 
     def __init__(self, calls: Calls) -> None:
         self.calls = calls
-        self.connection_config = object()
+        # Its kills come back to it through the lifecycle client made of it.
+        self.connection_config = self
 
     def list_sandboxes(self, **query: Any) -> list[SandboxSummary]:
         self.calls.append(("list_sandboxes", query))
@@ -95,6 +97,7 @@ def calls() -> Calls:
 def operator(monkeypatch, calls) -> OpenSandboxOperator:
     monkeypatch.setattr(FakeHook, "listed", [])
     monkeypatch.setattr(operator_module, "OpenSandboxHook", lambda conn_id: FakeHook(calls))
+    killed_through_hooks(monkeypatch)
     monkeypatch.setattr(OpenSandboxOperator, "log", property(lambda self: LOG))
     made = OpenSandboxOperator(task_id="t", command="true", files={"a.txt": "a"})
     monkeypatch.setattr(made, "new_backend", lambda: FakeBackend(calls))

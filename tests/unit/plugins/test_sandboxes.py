@@ -24,6 +24,7 @@ from opensandbox_provider.hooks._sandboxes import SandboxSummary  # noqa: E402
 from opensandbox_provider.plugins._app import ServerSandboxes  # noqa: E402
 from opensandbox_provider.plugins._page import render_page  # noqa: E402
 from opensandbox_provider.plugins.sandboxes import PAGE, OpenSandboxPlugin  # noqa: E402
+from tests.unit.killed_through_hooks import killed_through_hooks  # noqa: E402
 
 
 def _summary(identity: TaskInstanceIdentity | None, **fields: object) -> SandboxSummary:
@@ -252,6 +253,15 @@ class _Hook:
             raise answer
         return answer  # type: ignore[return-value]
 
+    def get_conn(self) -> _Hook:
+        # Its kills come back to it through the lifecycle client made of it.
+        return self
+
+    def kill_sandbox(self, sandbox_id: str) -> None:
+        _Hook.killed.append((self.conn_id, sandbox_id))
+
+    killed: ClassVar[list[tuple[str, str]]] = []
+
 
 @pytest.fixture
 def view(monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -307,3 +317,13 @@ def test_the_page_shows_a_kept_sandbox_as_kept_until_its_time_is_up() -> None:
     lapsed = _summary(None, kept_until=now - timedelta(minutes=1))
     html = render_page([ServerSandboxes("os", "http://s", [lapsed])], {}, airflow_root="")
     assert "kept" not in html
+
+
+def test_a_kill_from_the_view_ends_the_sandbox_on_the_server_that_lists_it(
+    view, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    killed_through_hooks(monkeypatch)
+    monkeypatch.setattr(_Hook, "killed", [])
+    _Hook.answers = {"a_other": [], "b_home": [_summary(None)]}
+    assert view._kill("admin", "sbx-1") == {"sandbox": "sbx-1", "killed": True}
+    assert _Hook.killed == [("b_home", "sbx-1")]

@@ -16,6 +16,7 @@ import pytest
 from airflow.providers.common.compat.sdk import redact
 
 from opensandbox_provider.execd._background import BackgroundCommand
+from opensandbox_provider.operators._command_end import CommandEnd, CommandEvent
 from opensandbox_provider.triggers import opensandbox as triggers
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 from tests.unit.airflow_versions import forget_masked_values, task_masker
@@ -250,6 +251,10 @@ def test_each_line_is_logged_at_the_poll_it_appears_and_the_end_carries_each_str
         "stderr": "warn\n",
         "timed_out": False,
     }
+    # What the trigger fires is the one type's event, which the operator reads back.
+    assert (
+        event == CommandEvent("sbx", CommandEnd(0, "one\ntwo\nthree\n", "warn\n", False)).payload()
+    )
     lines = [m for m in logged(caplog) if not m.startswith("Command")]
     assert lines == [
         "[sandbox stdout] one",
