@@ -1,20 +1,28 @@
 """
-The OpenSandboxExecutor, an Airflow 3 executor: each task try in a sandbox of its own.
+The OpenSandboxExecutor, an executor for Airflow 3.3 and later: each task try in a sandbox of
+its own.
 
-It is built on Airflow 3's workloads and Task SDK, which Airflow 2 does not have, so on
-Airflow 2 importing it fails with a sentence saying so rather than with a missing name.
+It is built on the executor interface of Airflow 3.3 (its workloads, and the helper that says
+where the execution API answers), which earlier lines lack, so on them importing it fails with
+a sentence saying so rather than with a missing name.
 """
 
 from __future__ import annotations
 
+import re
+
 import airflow
 
-if int(airflow.__version__.split(".")[0]) < 3:
+FIRST_AIRFLOW_LINE = (3, 3)
+
+_line = re.match(r"(\d+)\.(\d+)", airflow.__version__)
+if _line is None or tuple(map(int, _line.groups())) < FIRST_AIRFLOW_LINE:
     raise ImportError(
-        f"The OpenSandboxExecutor is an Airflow 3 executor, and this is Airflow "
-        f"{airflow.__version__}: it runs each try with Airflow 3's Task SDK, which Airflow 2 "
-        "does not have. Upgrade to Airflow 3, or keep another executor and run commands in "
-        "sandboxes with OpenSandboxOperator or @task.opensandbox."
+        f"The OpenSandboxExecutor needs Airflow 3.3 or later, and this is Airflow "
+        f"{airflow.__version__}: it is built on the executor interface Airflow 3.3 brought "
+        "(its workloads, and where the execution API answers), which earlier lines lack. "
+        "Upgrade Airflow, or keep another executor and run commands in sandboxes with "
+        "OpenSandboxOperator or @task.opensandbox."
     )
 
 from opensandbox_provider.executors.opensandbox import (  # noqa: E402
