@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from opensandbox.config.connection_sync import ConnectionConfigSync
     from opensandbox.sync.manager import SandboxManagerSync
 
+    from opensandbox_provider._connection_config import AsyncConnectionConfig
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
 
 # Where the SDK reads its server and key from when it is given neither.
@@ -109,29 +110,45 @@ class OpenSandboxHook(BaseHook):
 
         Raises :class:`InvalidConnectionError` when the connection is not usable as filled in.
         """
-        require_sdk()
+        settings = self._settings
         from opensandbox_provider._connection_config import SDK_TAKES_REQUESTS, ConnectionConfig
 
-        quiet_sdk_loggers()
-
-        settings = (
-            self._from_environment()
-            if self.opensandbox_conn_id is None
-            else self._from_connection()
-        )
         if settings.get("resource_requests") and not SDK_TAKES_REQUESTS:
             raise InvalidConnectionError(
                 f"Connection {self.opensandbox_conn_id!r} sets a resource request, which the "
                 "OpenSandbox SDK installed cannot send. Install the SDK version this provider "
                 "pins, or leave cpu_request and memory_request out."
             )
+        return ConnectionConfig(**settings)
+
+    def async_connection_config(self) -> AsyncConnectionConfig:
+        """
+        The SDK's async connection config, new at each call, on a transport of its own that the
+        caller closes (see :mod:`~opensandbox_provider._connection_config`): for the triggerer,
+        whose calls share one event loop. It creates no sandbox, so it carries no resource
+        requests.
+        """
+        settings = {k: v for k, v in self._settings.items() if k != "resource_requests"}
+        from opensandbox_provider._connection_config import on_a_transport_of_its_own
+
+        return on_a_transport_of_its_own(**settings)
+
+    @cached_property
+    def _settings(self) -> dict[str, Any]:
+        """What the connection, or the environment, says of the server, checked."""
+        require_sdk()
+        quiet_sdk_loggers()
+        settings = (
+            self._from_environment()
+            if self.opensandbox_conn_id is None
+            else self._from_connection()
+        )
         use_server_proxy = settings.pop("use_server_proxy", None)
         if self._use_server_proxy is not None:
             use_server_proxy = self._use_server_proxy
-        return ConnectionConfig(
-            **settings,
-            use_server_proxy=True if use_server_proxy is None else use_server_proxy,
-        )
+        # Through the server unless told otherwise: that works wherever the server does.
+        settings["use_server_proxy"] = True if use_server_proxy is None else use_server_proxy
+        return settings
 
     @property
     def server_url(self) -> str:
