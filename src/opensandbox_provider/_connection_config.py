@@ -10,7 +10,9 @@ config's transport, and httpx reads the proxy variables only for a client built 
 
 from __future__ import annotations
 
+import functools
 import inspect
+import os
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -85,7 +87,8 @@ class AsyncConnectionConfig(AsyncSdkConfig):
     ca_certificates: str | None = Field(default=None, repr=False)
 
     def ssl_context(self) -> ssl.SSLContext:
-        return trusting(self.ca_certificates)
+        """The TLS trust of this connection, shared by every async client of the process."""
+        return shared_trust(self.ca_certificates)
 
 
 def on_a_transport_of_its_own(**settings: Any) -> AsyncConnectionConfig:
@@ -101,11 +104,32 @@ def on_a_transport_of_its_own(**settings: Any) -> AsyncConnectionConfig:
     # The SDK's default, which the transports it builds itself retry by.
     policy = RetryPolicy()
     transport: httpx.AsyncBaseTransport = httpx.AsyncHTTPTransport(
-        verify=trusting(settings.get("ca_certificates"))
+        verify=shared_trust(settings.get("ca_certificates"))
     )
     if policy.wraps_transport():
         transport = RetryAsyncTransport(transport, policy, owns_inner=True)
     return AsyncConnectionConfig(**settings, retry_policy=policy, transport=transport)
+
+
+def shared_trust(ca_certificates: str | None) -> ssl.SSLContext:
+    """
+    :func:`trusting`, made once per process for each set of authorities.
+
+    Each context holds its own copy of every authority it trusts, about 0.8 MiB, and a
+    triggerer holds two async clients a deferred task: fifty tasks would hold a hundred copies.
+    A context serves any number of connections, and every client of ours sets the same ALPN
+    (HTTP/1.1) on it. The environment's authorities are part of the key, as they are read when
+    a context is made.
+    """
+    return _trust(ca_certificates, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.lru_cache(maxsize=8)
+def _trust(
+    ca_certificates: str | None, cert_file: str | None, cert_dir: str | None
+) -> ssl.SSLContext:
+    # The environment's two names are only the key: trusting() reads them itself.
+    return trusting(ca_certificates)
 
 
 def trusting(ca_certificates: str | None) -> ssl.SSLContext:
