@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from opensandbox_provider._errors import api_exceptions, as_sandbox_errors, status_of
@@ -22,6 +23,7 @@ from opensandbox_provider.sandbox import _lifecycle
 
 if TYPE_CHECKING:
     from opensandbox.manager import SandboxManager
+    from opensandbox.models.sandboxes import SandboxEndpoint
 
     from opensandbox_provider._connection_config import AsyncConnectionConfig
 
@@ -41,6 +43,16 @@ async def _unless_gone(call: Awaitable[T]) -> T:
         if status_of(e) == 404:
             raise _Gone from e
         raise
+
+
+@dataclass(frozen=True)
+class ExecdEndpoint:
+    """Where a sandbox's execd answers, and the headers, TLS trust and timeout a client needs."""
+
+    url: str
+    headers: dict[str, str]
+    verify: ssl.SSLContext
+    request_timeout: float
 
 
 class AsyncLifecycle:
@@ -93,33 +105,30 @@ class AsyncLifecycle:
             else:
                 _lifecycle.killed(sandbox, done=True)
 
-    async def execd_endpoint(self, sandbox: str) -> tuple[str, dict[str, str]]:
+    async def execd_endpoint(self, sandbox: str) -> ExecdEndpoint:
         """
-        Where the sandbox's execd answers and the headers a request to it needs, as the
-        backend resolves them: through the server or directly, as the connection says.
+        Where the sandbox's execd answers and what a client of it needs, as the backend
+        resolves them: through the server or directly, as the connection says.
         """
+        config = await self._connection_config()
+        with as_sandbox_errors(f"reach sandbox {sandbox}"):
+            endpoint = await self._resolve(sandbox, config)
+        url, headers = endpoint_target(config, endpoint, "")
+        return ExecdEndpoint(
+            url, headers, config.ssl_context(), config.request_timeout.total_seconds()
+        )
+
+    async def _resolve(self, sandbox: str, config: AsyncConnectionConfig) -> SandboxEndpoint:
         from opensandbox import Sandbox
 
-        config = self._connection_config()
-        with as_sandbox_errors(f"reach sandbox {sandbox}"):
-            # No health check: the trigger polls execd itself, and tells a lost command by it.
-            sdk = await Sandbox.connect(
-                sandbox,
-                connection_config=config,
-                connect_timeout=config.request_timeout,
-                skip_health_check=True,
-            )
-            endpoint = await sdk.get_endpoint(EXECD_PORT)
-        return endpoint_target(config, endpoint, "")
-
-    @property
-    def request_timeout(self) -> float:
-        """How long one request to the server or a sandbox may take, as the connection says."""
-        return self._connection_config().request_timeout.total_seconds()
-
-    def ssl_context(self) -> ssl.SSLContext:
-        """The TLS trust of the connection, for a client of a sandbox's own services."""
-        return self._connection_config().ssl_context()
+        # No health check: the trigger polls execd itself, and tells a lost command by it.
+        sdk = await Sandbox.connect(
+            sandbox,
+            connection_config=config,
+            connect_timeout=config.request_timeout,
+            skip_health_check=True,
+        )
+        return await sdk.get_endpoint(EXECD_PORT)
 
     async def aclose(self) -> None:
         """Close the transport every call shared; nothing on the server changes."""
@@ -127,14 +136,14 @@ class AsyncLifecycle:
         if config is not None and config.transport is not None:
             await config.transport.aclose()
 
-    def _connection_config(self) -> AsyncConnectionConfig:
+    async def _connection_config(self) -> AsyncConnectionConfig:
         if self._config is None:
-            self._config = self._hook.async_connection_config()
+            self._config = await self._hook.async_connection_config()
         return self._config
 
     async def _api(self) -> SandboxManager:
         if self._manager is None:
             from opensandbox.manager import SandboxManager
 
-            self._manager = await SandboxManager.create(self._connection_config())
+            self._manager = await SandboxManager.create(await self._connection_config())
         return self._manager

@@ -22,7 +22,7 @@ from opensandbox_provider.execd._command_status import CommandStatus
 from opensandbox_provider.execd._events import BoundedTail
 from opensandbox_provider.execd._run_to_end import run_to_end
 from opensandbox_provider.operators._stop import StopCommand
-from opensandbox_provider.sandbox._async_lifecycle import AsyncLifecycle
+from opensandbox_provider.sandbox._async_lifecycle import AsyncLifecycle, ExecdEndpoint
 from opensandbox_provider.sandbox._lease import renewal_interval
 from opensandbox_provider.sandbox._outcome import killed_at_deadline
 
@@ -233,23 +233,19 @@ class OpenSandboxCommandTrigger(BaseTrigger):
     async def _connect(
         self, lifecycle: AsyncLifecycle, clients: contextlib.AsyncExitStack
     ) -> BackgroundCommand:
-        client, base_url = await self._execd(lifecycle, clients)
-        return BackgroundCommand(client, base_url, self.command_id, lifecycle.request_timeout)
+        client, execd = await self._execd(lifecycle, clients)
+        return BackgroundCommand(client, execd.url, self.command_id, execd.request_timeout)
 
     async def _execd(
         self, lifecycle: AsyncLifecycle, clients: contextlib.AsyncExitStack
-    ) -> tuple[httpx.AsyncClient, str]:
+    ) -> tuple[httpx.AsyncClient, ExecdEndpoint]:
         """An async client of the sandbox's execd, closed with ``clients``, and where it is."""
-        base_url, headers = await lifecycle.execd_endpoint(self.sandbox)
+        execd = await lifecycle.execd_endpoint(self.sandbox)
         client = await clients.enter_async_context(
-            execd_client(
-                headers=headers,
-                # The extra authorities a connection's ca_bundle names, as the server's.
-                verify=lifecycle.ssl_context(),
-                timeout=lifecycle.request_timeout,
-            )
+            # Its TLS trust is the connection's: the extra authorities its ca_bundle names too.
+            execd_client(headers=execd.headers, verify=execd.verify, timeout=execd.request_timeout)
         )
-        return client, base_url
+        return client, execd
 
     async def _renew(self, lifecycle: AsyncLifecycle) -> bool:
         return await lifecycle.renew(self.sandbox, default_lease=self.sandbox_timeout)
@@ -358,14 +354,14 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         try:
             # A client of its own: on_kill stops a command after the wait's clients are closed.
             async with contextlib.AsyncExitStack() as clients:
-                client, base_url = await self._execd(lifecycle, clients)
+                client, execd = await self._execd(lifecycle, clients)
                 result = await run_to_end(
                     client,
-                    base_url,
+                    execd.url,
                     stop.script,
                     timeout=stop.timeout,
                     max_output_bytes=stop.max_output_bytes,
-                    call_timeout=lifecycle.request_timeout,
+                    call_timeout=execd.request_timeout,
                 )
             stopped = stop.outcome(result, self.sandbox)
         except transport_errors() as e:

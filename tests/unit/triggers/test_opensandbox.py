@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from airflow.providers.common.compat.sdk import redact
+from opensandbox.models.sandboxes import SandboxEndpoint
 
 from opensandbox_provider.execd._background import BackgroundCommand
 from opensandbox_provider.sandbox._async_lifecycle import AsyncLifecycle
@@ -123,9 +124,6 @@ class Server:
     The async lifecycle calls the trigger makes. ``renewals`` answers the next renewals in
     turn, ``True`` (renewed), ``False`` (the sandbox is gone) or an exception; then ``exists``.
     """
-
-    # What the trigger's execd client is given as its per-request timeout.
-    request_timeout = 5.0
 
     def __init__(self, *, exists: bool = True, renewals: list[bool | Exception] | None = None):
         self.exists = exists
@@ -656,17 +654,17 @@ def test_the_secrets_survive_serialization_for_a_restarted_triggerer() -> None:
 
 class TlsServer(AsyncLifecycle):
     """The connection's lifecycle client, its TLS trust the connection's, for a sandbox whose
-    execd answers on ``url``."""
+    execd the server says answers at ``endpoint``."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, endpoint: str) -> None:
         super().__init__("opensandbox_default")
-        self.url = url
+        self.endpoint = endpoint
 
     async def renew(self, sandbox: str, *, default_lease: float) -> bool:
         return True
 
-    async def execd_endpoint(self, sandbox: str) -> tuple[str, dict[str, str]]:
-        return self.url, {}
+    async def _resolve(self, sandbox: str, config: Any) -> SandboxEndpoint:
+        return SandboxEndpoint(endpoint=self.endpoint)
 
 
 @pytest.fixture
@@ -684,11 +682,16 @@ def private_execd(tmp_path, monkeypatch) -> Callable[..., dict]:
             monkeypatch.setenv(
                 "AIRFLOW_CONN_OPENSANDBOX_DEFAULT",
                 json.dumps(
-                    {"conn_type": "opensandbox", "host": f"127.0.0.1:{port}", "extra": extra}
+                    {
+                        "conn_type": "opensandbox",
+                        "host": f"127.0.0.1:{port}",
+                        "schema": "https",
+                        "extra": extra,
+                    }
                 ),
             )
             made = trigger()
-            made._lifecycle = lambda: TlsServer(f"https://127.0.0.1:{port}")  # type: ignore[method-assign]
+            made._lifecycle = lambda: TlsServer(f"127.0.0.1:{port}")  # type: ignore[method-assign]
 
             async def first_event() -> dict:
                 async for event in made.run():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 import time
 from typing import Any
 
@@ -15,6 +16,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxError
 
 from opensandbox_provider.execd._run_to_end import run_to_end
 from opensandbox_provider.operators._stop import StopCommand
+from opensandbox_provider.sandbox._async_lifecycle import ExecdEndpoint
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 from tests.unit.as_sent import as_sent
 from tests.unit.triggers.test_opensandbox import Execd, Server, logged, trigger, wait
@@ -53,8 +55,9 @@ def stopping(execd: StoppableExecd, **overrides: Any) -> tuple[OpenSandboxComman
         **overrides,
     )
 
-    async def execd_at(lifecycle: Any, clients: Any) -> tuple[httpx.AsyncClient, str]:
-        return httpx.AsyncClient(transport=as_sent(execd)), "http://execd"
+    async def execd_at(lifecycle: Any, clients: Any) -> tuple[httpx.AsyncClient, ExecdEndpoint]:
+        endpoint = ExecdEndpoint("http://execd", {}, ssl.create_default_context(), 5.0)
+        return httpx.AsyncClient(transport=as_sent(execd)), endpoint
 
     made._execd = execd_at  # type: ignore[method-assign]
     return made, wait(made, execd, Server())
