@@ -1,6 +1,7 @@
 """
-The SDK's connection config, on a transport of this provider's own that keeps each call's
-deadline and trusts the certificate authorities a connection names (see :mod:`._transport`).
+The SDK's connection configs, on transports of this provider's own that trust the certificate
+authorities a connection names: the sync one's keeps each call's deadline (see
+:mod:`._transport`), and the async one, the triggerer's, is always given its transport.
 
 Its transports take no proxy from the environment: the SDK hands each of its clients the
 config's transport, and httpx reads the proxy variables only for a client built without one
@@ -9,7 +10,9 @@ config's transport, and httpx reads the proxy variables only for a client built 
 
 from __future__ import annotations
 
+import functools
 import inspect
+import os
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -17,8 +20,9 @@ from typing import Any
 import httpx
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 from opensandbox import SandboxSync
+from opensandbox.config import ConnectionConfig as AsyncSdkConfig
 from opensandbox.config.connection_sync import ConnectionConfigSync
-from opensandbox.transport import RetrySyncTransport
+from opensandbox.transport import RetryAsyncTransport, RetryPolicy, RetrySyncTransport
 from pydantic import Field
 
 from opensandbox_provider._sdk import installed_version
@@ -71,11 +75,69 @@ class ConnectionConfig(ConnectionConfigSync):
         return self.model_copy(update={"transport": self.new_owned_transport(**limits)})
 
     def ssl_context(self) -> ssl.SSLContext:
-        """The TLS trust of this connection: the system's authorities and its ``ca_bundle``."""
-        context = httpx.create_ssl_context()
-        if self.ca_certificates is not None:
-            context.load_verify_locations(cadata=self.ca_certificates)
-        return context
+        return trusting(self.ca_certificates)
+
+
+class AsyncConnectionConfig(AsyncSdkConfig):
+    """
+    The SDK's async :class:`~opensandbox.config.ConnectionConfig`, as the triggerer uses it:
+    built by :func:`on_a_transport_of_its_own`, never without a transport.
+    """
+
+    ca_certificates: str | None = Field(default=None, repr=False)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS trust of this connection, shared by every async client of the process."""
+        return shared_trust(self.ca_certificates)
+
+
+def on_a_transport_of_its_own(**settings: Any) -> AsyncConnectionConfig:
+    """
+    An async config on a transport built here, which trusts the connection's ``ca_bundle``.
+
+    A transport given to the SDK is one it never closes, not when a manager closes nor when a
+    connect fails, so the lifecycle calls and the endpoint lookup of one trigger share it
+    whatever fails; its holder closes it (``await config.transport.aclose()``) on the event
+    loop that used it. Like every transport under an SDK client, it takes no proxy from the
+    environment (see :mod:`._clients`).
+    """
+    # The SDK's default, which the transports it builds itself retry by.
+    policy = RetryPolicy()
+    transport: httpx.AsyncBaseTransport = httpx.AsyncHTTPTransport(
+        verify=shared_trust(settings.get("ca_certificates"))
+    )
+    if policy.wraps_transport():
+        transport = RetryAsyncTransport(transport, policy, owns_inner=True)
+    return AsyncConnectionConfig(**settings, retry_policy=policy, transport=transport)
+
+
+def shared_trust(ca_certificates: str | None) -> ssl.SSLContext:
+    """
+    :func:`trusting`, made once per process for each set of authorities.
+
+    Each context holds its own copy of every authority it trusts, about 0.8 MiB, and a
+    triggerer holds two async clients a deferred task: fifty tasks would hold a hundred copies.
+    A context serves any number of connections, and every client of ours sets the same ALPN
+    (HTTP/1.1) on it. The environment's authorities are part of the key, as they are read when
+    a context is made.
+    """
+    return _trust(ca_certificates, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.lru_cache(maxsize=8)
+def _trust(
+    ca_certificates: str | None, cert_file: str | None, cert_dir: str | None
+) -> ssl.SSLContext:
+    # The environment's two names are only the key: trusting() reads them itself.
+    return trusting(ca_certificates)
+
+
+def trusting(ca_certificates: str | None) -> ssl.SSLContext:
+    """The TLS trust of a connection: the system's authorities and its ``ca_bundle``'s PEM."""
+    context = httpx.create_ssl_context()
+    if ca_certificates is not None:
+        context.load_verify_locations(cadata=ca_certificates)
+    return context
 
 
 def creation_options(config: object, requests: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ protocol and never imports them; ``sandbox/`` uses ``hooks/`` and the wire packa
 and ``egress/``; ``hooks/`` uses none of what builds on it; the shared top-level modules and the
 wire packages import nothing that decides; the pure parsers import nothing of ours;
 ``executors/``, an entry point Airflow loads by its path, is imported by nothing of ours;
+``triggers/``, which runs in the triggerer, imports no sync backend;
 nothing in ``src/`` imports ``dev/`` or ``tests/``. A package's private modules are its own,
 but for the few another package may import, each listed below with its reason; and no two
 private modules share a name. The checker reads the source with :mod:`ast`, so a violation is
@@ -44,6 +45,12 @@ PARSERS = ("execd._chunked", "execd._events")
 # files that command leaves by the same names.
 ENTRY_POINTS = ("operators", "triggers", "decorators", "plugins", "maintenance", "executors")
 ENTRY_POINTS_MAY_USE = ("sandbox", "hooks", "pool", *WIRE, *ENTRY_POINTS)
+# The triggerer runs every deferred task's trigger on one event loop: a trigger reaches the server
+# through the async lifecycle client and execd through an async client, and never through the
+# backend, whose calls block and whose leases run on threads (the backend itself, or the package's
+# name for it).
+TRIGGERER = "triggers"
+SYNC_BACKEND = ("sandbox.backend", "sandbox.OpenSandboxBackend")
 # The executor is loaded by the scheduler and the api-server alone, by its path in Airflow's
 # configuration: nothing of the package imports it, so a task never pulls in executor code.
 IMPORTED_BY_NOTHING = ("executors",)
@@ -75,6 +82,7 @@ SHARED_PRIVATE = {
         "the background command the operator starts and the trigger follows",
     ),
     "execd._command_status": (("triggers",), "a background command's status, read by the trigger"),
+    "execd._run_to_end": (("triggers",), "the trigger's graceful stop, run through execd"),
     "egress._policy": (
         ("operators", "pool", "sandbox"),
         "a spec's policy, checked when a Dag is parsed, compared by a pool, sent by the backend",
@@ -94,6 +102,7 @@ SHARED_PRIVATE = {
         ("maintenance", "operators", "plugins", "pool"),
         "the server's lifecycle client and states, and the one way a sandbox is destroyed",
     ),
+    "sandbox._async_lifecycle": (("triggers",), "the lifecycle client the triggerer awaits"),
     "sandbox._lease": (("triggers",), "the renewals a deferred task's sandbox still gets"),
     "sandbox._outcome": (("triggers",), "a command's end as its result"),
     "sandbox._snapshots": (("decorators", "maintenance"), "prepared snapshots, found by name"),
@@ -198,6 +207,12 @@ def violations(root: Path) -> list[str]:
                 top = target.split(".")[0]
                 if not top.startswith("_") and top not in ENTRY_POINTS_MAY_USE:
                     found.append(f"{module} is an Airflow entry point but imports {name}")
+                elif _within(local, TRIGGERER) and any(
+                    _within(target, backend) for backend in SYNC_BACKEND
+                ):
+                    found.append(
+                        f"{module} runs in the triggerer but imports {name}, a sync backend"
+                    )
             elif _within(local, "hooks"):
                 if any(_within(target, above) for above in BUILT_ON_HOOKS):
                     found.append(f"{module} is a hook but imports {name}, which builds on hooks")
@@ -348,6 +363,16 @@ CLEAN = {
             "from opensandbox_provider.sandbox._record import SandboxRecord\n",
             "imports sandbox._record, a private module of sandbox/ not listed as shared with "
             "operators",
+        ),
+        (
+            f"{PACKAGE}/triggers/trigger.py",
+            "if TYPE_CHECKING:\n    from opensandbox_provider.sandbox.backend import Backend\n",
+            "runs in the triggerer but imports opensandbox_provider.sandbox.backend.Backend",
+        ),
+        (
+            f"{PACKAGE}/triggers/trigger.py",
+            "from opensandbox_provider.sandbox import OpenSandboxBackend\n",
+            "runs in the triggerer but imports opensandbox_provider.sandbox.OpenSandboxBackend",
         ),
         (
             f"{PACKAGE}/operators/op.py",

@@ -100,7 +100,7 @@ class BackgroundCommand:
                 # For an instant after the start the record may not exist yet; through the
                 # server, a sandbox that is gone answers the same. The caller tells which.
                 return None
-            await _require_ok(response, "read the status of")
+            await require_ok(response, "read the status of a background command")
             body = await aread_at_most(response, MAX_STATUS_BODY)
         try:
             parsed = json.loads(body) if body is not None else None
@@ -118,7 +118,7 @@ class BackgroundCommand:
                 params={"cursor": str(cursor)},
             ) as response,
         ):
-            await _require_ok(response, "read the output of")
+            await require_ok(response, "read the output of a background command")
             try:
                 end = int(response.headers.get(TAIL_CURSOR_HEADER, ""))
             except ValueError:
@@ -148,7 +148,7 @@ class BackgroundCommand:
                 # Nothing from the cursor on; the header still says how large the file is.
                 return OutputPiece(b"", cursor, max(cursor, _size(response)))
             if response.status_code != 206:
-                await _require_ok(response, "read the output of")
+                await require_ok(response, "read the output of a background command")
             # An empty file is a 200 whatever the range; any other 200 is the whole file.
             skip = cursor if response.status_code == 200 else 0
             data = (await afirst_bytes(response, limit, skip=skip))[:limit]
@@ -162,12 +162,12 @@ def _size(response: httpx.Response) -> int:
     return int(match.group(1)) if match else 0
 
 
-async def _require_ok(response: httpx.Response, doing: str) -> None:
+async def require_ok(response: httpx.Response, doing: str) -> None:
     """A ``SandboxError`` quoting the start of execd's answer, unless it is a 200."""
     if response.status_code == 200:
         return
     said = (await afirst_bytes(response, _QUOTED_REFUSAL)).decode("utf-8", "replace")
     raise SandboxError(
-        f"execd refused to {doing} a background command with HTTP {response.status_code}: "
+        f"execd refused to {doing} with HTTP {response.status_code}: "
         f"{quoted(said, _QUOTED_REFUSAL)}"
     )

@@ -24,6 +24,9 @@ from opensandbox_provider.execd import _deadline
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
+    from opensandbox.config import ConnectionConfig
+    from opensandbox.config.connection_sync import ConnectionConfigSync
+    from opensandbox.models.sandboxes import SandboxEndpoint
 
 # An error answer is a short JSON message; more than this of one is not worth holding.
 MAX_ERROR_BODY = 64 * 1024
@@ -128,9 +131,18 @@ class SandboxHttp:
     def target(self, port: int, path: str) -> tuple[str, dict[str, str]]:
         """The URL of ``path`` on the service at ``port``, and the headers a request to it needs."""
         config = self._sandbox.connection_config
-        endpoint = self._sandbox.get_endpoint(port)
-        url = f"{config.protocol}://{endpoint.endpoint.rstrip('/')}{path}"
-        return url, {**endpoint.build_request_headers(config), **NO_COMPRESSION}
+        return endpoint_target(config, self._sandbox.get_endpoint(port), path)
+
+
+def endpoint_target(
+    config: ConnectionConfig | ConnectionConfigSync, endpoint: SandboxEndpoint, path: str
+) -> tuple[str, dict[str, str]]:
+    """
+    The URL of ``path`` at a sandbox's ``endpoint``, as the SDK resolved it, and the headers a
+    request to it needs: the server proxy's API key only when the connection routes through it.
+    """
+    url = f"{config.protocol}://{endpoint.endpoint.rstrip('/')}{path}"
+    return url, {**endpoint.build_request_headers(config), **NO_COMPRESSION}
 
 
 def iter_body(

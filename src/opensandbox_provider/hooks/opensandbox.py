@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import math
 import os
@@ -21,9 +22,11 @@ from opensandbox_provider._sdk_log import quiet_sdk_loggers
 from opensandbox_provider.hooks._form import connection_form_widgets, ui_field_behaviour
 
 if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Connection
     from opensandbox.config.connection_sync import ConnectionConfigSync
     from opensandbox.sync.manager import SandboxManagerSync
 
+    from opensandbox_provider._connection_config import AsyncConnectionConfig
     from opensandbox_provider.hooks._sandboxes import SandboxSummary
 
 # Where the SDK reads its server and key from when it is given neither.
@@ -109,29 +112,70 @@ class OpenSandboxHook(BaseHook):
 
         Raises :class:`InvalidConnectionError` when the connection is not usable as filled in.
         """
-        require_sdk()
+        settings = self._settings
         from opensandbox_provider._connection_config import SDK_TAKES_REQUESTS, ConnectionConfig
 
-        quiet_sdk_loggers()
-
-        settings = (
-            self._from_environment()
-            if self.opensandbox_conn_id is None
-            else self._from_connection()
-        )
         if settings.get("resource_requests") and not SDK_TAKES_REQUESTS:
             raise InvalidConnectionError(
                 f"Connection {self.opensandbox_conn_id!r} sets a resource request, which the "
                 "OpenSandbox SDK installed cannot send. Install the SDK version this provider "
                 "pins, or leave cpu_request and memory_request out."
             )
+        return ConnectionConfig(**settings)
+
+    async def async_connection_config(self) -> AsyncConnectionConfig:
+        """
+        The SDK's async connection config, new at each call, on a transport of its own that the
+        caller closes (see :mod:`~opensandbox_provider._connection_config`): for the triggerer,
+        whose calls share one event loop, so the connection is read without blocking it. It
+        creates no sandbox, so it carries no resource requests.
+        """
+        require_sdk()
+        if self.opensandbox_conn_id is None:
+            read = self._from_environment()
+        else:
+            read = self._from_connection(*await self._aread_connection(self.opensandbox_conn_id))
+        settings = self._resolved(read)
+        settings.pop("resource_requests", None)
+        from opensandbox_provider._connection_config import on_a_transport_of_its_own
+
+        return on_a_transport_of_its_own(**settings)
+
+    async def _aread_connection(self, conn_id: str) -> tuple[Connection, dict[str, Any]]:
+        """
+        The connection and its extras, read on an event loop: through Airflow's async lookup
+        where the installed common-compat offers it (which runs the sync one on a worker
+        thread on an Airflow without a safe async one), else on a worker thread here.
+        """
+        try:
+            from airflow.providers.common.compat.connection import (
+                get_async_connection,
+                get_async_extra_dejson,
+            )
+        except ImportError:
+            conn = await asyncio.to_thread(self.get_connection, conn_id)
+            return conn, await asyncio.to_thread(lambda: conn.extra_dejson)
+        conn = await get_async_connection(conn_id, hook=self)
+        return conn, await get_async_extra_dejson(conn)
+
+    @cached_property
+    def _settings(self) -> dict[str, Any]:
+        """What the connection, or the environment, says of the server, checked."""
+        require_sdk()
+        if self.opensandbox_conn_id is None:
+            return self._resolved(self._from_environment())
+        conn = self.get_connection(self.opensandbox_conn_id)
+        return self._resolved(self._from_connection(conn, conn.extra_dejson))
+
+    def _resolved(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """``settings`` with the route to sandboxes decided, this hook's override first."""
+        quiet_sdk_loggers()
         use_server_proxy = settings.pop("use_server_proxy", None)
         if self._use_server_proxy is not None:
             use_server_proxy = self._use_server_proxy
-        return ConnectionConfig(
-            **settings,
-            use_server_proxy=True if use_server_proxy is None else use_server_proxy,
-        )
+        # Through the server unless told otherwise: that works wherever the server does.
+        settings["use_server_proxy"] = True if use_server_proxy is None else use_server_proxy
+        return settings
 
     @property
     def server_url(self) -> str:
@@ -230,9 +274,8 @@ class OpenSandboxHook(BaseHook):
         finally:
             manager.close()
 
-    def _from_connection(self) -> dict[str, Any]:
+    def _from_connection(self, conn: Connection, extra: dict[str, Any]) -> dict[str, Any]:
         conn_id = str(self.opensandbox_conn_id)
-        conn = self.get_connection(conn_id)
         host = (conn.host or "").strip()
         if not host:
             # The SDK would fall back to localhost:8080 and quietly point the worker at itself.
@@ -252,7 +295,6 @@ class OpenSandboxHook(BaseHook):
             raise InvalidConnectionError(
                 f"The schema of connection {conn_id!r} is {conn.schema!r}; set it to http or https."
             )
-        extra = conn.extra_dejson
         return {
             "domain": f"{host}:{port}" if port else host,
             "protocol": protocol,

@@ -6,7 +6,9 @@ interrupt gives a fixed 3 s (wire-interrupt), so neither gives a command the gra
 asks for. Instead the command records its process group when it starts (its shell leads a
 group of its own whose id is its pid, wire-launch), and a second command, run through execd
 beside it, signals that group, waits and kills. execd's deadline stays as a backstop, later
-than the task's deadline plus the grace.
+than the task's deadline plus the grace. The worker runs that command through its backend, the
+triggerer through its async execd client: :class:`StopCommand` is the one script for both,
+and the one reading of its answer.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import math
 import shlex
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
-from airflow.providers.common.ai.sandbox.base import SandboxError
+from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxExecResult
 
 if TYPE_CHECKING:
     from opensandbox_provider.sandbox.backend import OpenSandboxBackend
@@ -101,24 +103,48 @@ class Stop:
         return "found already ended"
 
 
+@dataclass(frozen=True)
+class StopCommand:
+    """
+    The command that stops the command whose process group is recorded in ``path``, and what
+    its answer says: one script and one reading of it, whether the worker runs it through its
+    backend or the triggerer through its async execd client.
+    """
+
+    path: str
+    grace: float
+    max_output_bytes: ClassVar[int] = _STOP_OUTPUT_BYTES
+
+    @property
+    def script(self) -> str:
+        return _stop_script(self.path, self.grace)
+
+    @property
+    def timeout(self) -> float:
+        return self.grace + _STOP_MARGIN
+
+    def outcome(self, result: SandboxExecResult, sandbox: str) -> Stop:
+        """How the stop went, from what the script printed; a ``SandboxError`` if it failed."""
+        words = result.stdout.split()
+        if result.exit_code != 0 or not words or words[0] not in ("terminated", "killed", "gone"):
+            raise SandboxError(
+                f"Stopping the command in sandbox {sandbox} failed (exit code "
+                f"{result.exit_code}): {(result.stderr or result.stdout).strip()[:200]!r}. The "
+                "sandbox is destroyed all the same, which ends the command."
+            )
+        if words[0] == "terminated":
+            after = int(words[1]) * _LOOK_EVERY if len(words) > 1 else 0.0
+            return Stop("terminated", after, self.grace)
+        return Stop(words[0], self.grace, self.grace)
+
+
 def stop_gracefully(backend: OpenSandboxBackend, sandbox: str, path: str, grace: float) -> Stop:
     """SIGTERM the process group recorded in ``path``, wait up to ``grace`` s, then SIGKILL."""
+    stop = StopCommand(path, grace)
     result = backend.run_command(
-        sandbox,
-        _stop_script(path, grace),
-        timeout=grace + _STOP_MARGIN,
-        max_output_bytes=_STOP_OUTPUT_BYTES,
+        sandbox, stop.script, timeout=stop.timeout, max_output_bytes=stop.max_output_bytes
     )
-    words = result.stdout.split()
-    if result.exit_code != 0 or not words or words[0] not in ("terminated", "killed", "gone"):
-        raise SandboxError(
-            f"Stopping the command in sandbox {sandbox} failed (exit code {result.exit_code}): "
-            f"{(result.stderr or result.stdout).strip()[:200]!r}. The sandbox is destroyed "
-            "all the same, which ends the command."
-        )
-    if words[0] == "terminated":
-        return Stop("terminated", int(words[1]) * _LOOK_EVERY if len(words) > 1 else 0.0, grace)
-    return Stop(words[0], grace, grace)
+    return stop.outcome(result, sandbox)
 
 
 def check_grace(grace: float) -> float:

@@ -1,4 +1,10 @@
-"""The server's lifecycle API, one client per backend: the calls that need no sandbox endpoint."""
+"""
+The server's lifecycle API, one client per backend: the calls that need no sandbox endpoint.
+
+What a call decides from a sandbox's info (whether it has ended, whether and how far to renew
+it) is said here once, for this sync client and the triggerer's async one
+(:mod:`._async_lifecycle`).
+"""
 
 from __future__ import annotations
 
@@ -74,14 +80,11 @@ class Lifecycle:
         with self.call(f"renew the lease on sandbox {sandbox}") as lifecycle:
             try:
                 info = lifecycle.get_sandbox_info(sandbox)
-                if info.status.state in ENDED_STATES:
+                if ended(info):
                     return False
-                lease = _tags.stamped_lease(info.metadata, default=default_lease)
-                left = seconds_left(info.expires_at)
-                # The server takes any future expiry, so renewing a sandbox whose creator
-                # gave it longer, or no expiry at all, would cut its life short.
-                if left is not None and left < lease:
-                    lifecycle.renew_sandbox(sandbox, timedelta(seconds=lease))
+                lease = lease_to_renew(info, default_lease=default_lease)
+                if lease is not None:
+                    lifecycle.renew_sandbox(sandbox, lease)
             except api_exceptions() as e:
                 if status_of(e) == 404:
                     return False
@@ -96,7 +99,7 @@ class Lifecycle:
         """
         with self.call(f"keep sandbox {sandbox}") as lifecycle:
             try:
-                if lifecycle.get_sandbox_info(sandbox).status.state in ENDED_STATES:
+                if ended(lifecycle.get_sandbox_info(sandbox)):
                     return None
                 return _kept.keep(lifecycle, sandbox, seconds)
             except api_exceptions() as e:
@@ -107,13 +110,14 @@ class Lifecycle:
     def kill(self, sandbox: str) -> bool:
         """
         Destroy ``sandbox`` by handle alone, whatever its state, unhealthy or paused too: every
-        sandbox the package ends goes this way. A sandbox the server no longer has is as
-        destroyed as one it ends now; ``False`` then. The log says which, once.
+        sandbox the package ends goes this way, or in the triggerer its async twin's
+        (``_async_lifecycle``), which judges and logs alike. A sandbox the server no longer has
+        is as destroyed as one it ends now; ``False`` then. The log says which, once.
         """
         with self.call(f"destroy sandbox {sandbox}") as lifecycle:
-            killed = done_unless_missing(lambda: lifecycle.kill_sandbox(sandbox))
-        log.info("Destroyed sandbox %s." if killed else "Sandbox %s was already gone.", sandbox)
-        return killed
+            done = done_unless_missing(lambda: lifecycle.kill_sandbox(sandbox))
+        killed(sandbox, done=done)
+        return done
 
     def _api(self) -> SandboxManagerSync:
         with self._lock:
@@ -145,6 +149,32 @@ def destroy_quietly(destroy: Callable[[str], object], sandbox: str, *, after: st
         )
 
 
+def ended(info: SandboxInfo) -> bool:
+    """Whether the sandbox ``info`` describes can no longer run a command."""
+    return info.status.state in ENDED_STATES
+
+
+def lease_to_renew(info: SandboxInfo, *, default_lease: float) -> timedelta | None:
+    """
+    How far from now a renewal moves the sandbox's expiry: one of its creator's leases
+    (``default_lease`` when the creator stamped none), or ``None`` when the server already has
+    it later.
+    """
+    lease = _tags.stamped_lease(info.metadata, default=default_lease)
+    left = seconds_left(info.expires_at)
+    # The server takes any future expiry, so renewing a sandbox whose creator gave it longer,
+    # or no expiry at all, would cut its life short.
+    return timedelta(seconds=lease) if left is not None and left < lease else None
+
+
+def killed(sandbox: str, *, done: bool) -> None:
+    """Log a kill: ``done`` when it ended the sandbox, not when the server had it no more."""
+    if done:
+        log.info("Destroyed sandbox %s.", sandbox)
+    else:
+        log.info("Sandbox %s was already gone.", sandbox)
+
+
 def gone(sdk: SandboxSync) -> bool:
     """Whether the sandbox no longer exists or can no longer run; a failure to ask raises."""
     with as_sandbox_errors(f"check on sandbox {sdk.id}"):
@@ -155,4 +185,4 @@ def gone(sdk: SandboxSync) -> bool:
                 return True
             raise
     # A container killed from outside is still listed, as Failed, until it is destroyed.
-    return info.status.state in ENDED_STATES
+    return ended(info)

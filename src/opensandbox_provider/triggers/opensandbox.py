@@ -5,23 +5,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from airflow.providers.common.ai.sandbox.base import SandboxError
+import httpx
 from airflow.providers.common.compat.sdk import mask_secret, redact
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from opensandbox_provider._clients import execd_client
-from opensandbox_provider._errors import quoted
+from opensandbox_provider._errors import quoted, transport_errors
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.execd._background import BackgroundCommand, OutputPiece
 from opensandbox_provider.execd._command_status import CommandStatus
 from opensandbox_provider.execd._events import BoundedTail
-from opensandbox_provider.hooks.opensandbox import OpenSandboxHook
+from opensandbox_provider.execd._run_to_end import run_to_end
 from opensandbox_provider.operators._command_end import (
     CommandEnd,
     CommandEvent,
@@ -29,10 +28,10 @@ from opensandbox_provider.operators._command_end import (
     OutOfTime,
     WaitEnd,
 )
-from opensandbox_provider.operators._stop import stop_gracefully
+from opensandbox_provider.operators._stop import StopCommand
+from opensandbox_provider.sandbox._async_lifecycle import AsyncLifecycle, ExecdEndpoint
 from opensandbox_provider.sandbox._lease import renewal_interval
 from opensandbox_provider.sandbox._outcome import killed_at_deadline
-from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 # One read of the output takes at most this much, so a command that prints fast between two
 # polls never puts more than this in the triggerer's memory at once.
@@ -216,52 +215,50 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             },
         )
 
-    def _backend(self) -> OpenSandboxBackend:
-        return OpenSandboxBackend(self.opensandbox_conn_id, sandbox_timeout=self.sandbox_timeout)
+    def _lifecycle(self) -> AsyncLifecycle:
+        """
+        The server's lifecycle API, awaited on the triggerer's loop: the triggerer holds no
+        backend, whose calls block and whose leases run on threads.
+        """
+        return AsyncLifecycle(self.opensandbox_conn_id)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         # Before the first line is logged: the worker's masker, which knows these values,
         # is not the triggerer's.
         for secret in self.secrets:
             mask_secret(secret)
-        backend = self._backend()
-        try:
+        # Closing it closes only this process's connections: the sandbox itself is the
+        # worker's to destroy once it has the event, or on_kill's.
+        async with self._lifecycle() as lifecycle:
             async with contextlib.AsyncExitStack() as clients:
-                event = await self._wait(backend, lambda: self._connect(backend, clients))
-            await self._renew_for_the_worker(backend)
-        finally:
-            # Only this process's handle on the sandbox: the sandbox itself is the worker's
-            # to destroy once it has the event, or on_kill's.
-            backend.hand_over(self.sandbox)
+                event = await self._wait(lifecycle, lambda: self._connect(lifecycle, clients))
+            await self._renew_for_the_worker(lifecycle)
         # Airflow logs the event it is given, and stores it for the worker: a secret the
         # command printed into a tail, or a message quoting one, is masked in it already.
         yield TriggerEvent(redact(event.payload))
 
     async def _connect(
-        self, backend: OpenSandboxBackend, clients: contextlib.AsyncExitStack
+        self, lifecycle: AsyncLifecycle, clients: contextlib.AsyncExitStack
     ) -> BackgroundCommand:
-        base_url, headers, verify, timeout = await asyncio.to_thread(self._reach, backend)
-        client = await clients.enter_async_context(
-            execd_client(headers=headers, verify=verify, timeout=timeout)
-        )
-        return BackgroundCommand(client, base_url, self.command_id, timeout)
+        client, execd = await self._execd(lifecycle, clients)
+        return BackgroundCommand(client, execd.url, self.command_id, execd.request_timeout)
 
-    def _reach(
-        self, backend: OpenSandboxBackend
-    ) -> tuple[str, dict[str, str], ssl.SSLContext, float]:
-        """Where execd is, its headers, the TLS trust and the request timeout: blocking calls."""
-        base_url, headers = backend.execd_endpoint(self.sandbox)
-        config = OpenSandboxHook(self.opensandbox_conn_id).connection_config
-        verify = ssl.create_default_context()
-        # The extra authorities a connection's ca_bundle names, which the SDK's own transports
-        # trust too (see the hook); a config from elsewhere has none.
-        authorities = getattr(config, "ca_certificates", None)
-        if authorities is not None:
-            verify.load_verify_locations(cadata=authorities)
-        return base_url, headers, verify, config.request_timeout.total_seconds()
+    async def _execd(
+        self, lifecycle: AsyncLifecycle, clients: contextlib.AsyncExitStack
+    ) -> tuple[httpx.AsyncClient, ExecdEndpoint]:
+        """An async client of the sandbox's execd, closed with ``clients``, and where it is."""
+        execd = await lifecycle.execd_endpoint(self.sandbox)
+        client = await clients.enter_async_context(
+            # Its TLS trust is the connection's: the extra authorities its ca_bundle names too.
+            execd_client(headers=execd.headers, verify=execd.verify, timeout=execd.request_timeout)
+        )
+        return client, execd
+
+    async def _renew(self, lifecycle: AsyncLifecycle) -> bool:
+        return await lifecycle.renew(self.sandbox, default_lease=self.sandbox_timeout)
 
     async def _wait(
-        self, backend: OpenSandboxBackend, connect: Callable[[], Awaitable[BackgroundCommand]]
+        self, lifecycle: AsyncLifecycle, connect: Callable[[], Awaitable[BackgroundCommand]]
     ) -> TriggerEvent:
         """Poll until the command ends, a deadline passes, or the sandbox is lost for good."""
         paths = self.output_paths or {}
@@ -277,7 +274,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             try:
                 # A poll ends by the next renewal or deadline, whatever execd sends meanwhile.
                 async with asyncio.timeout(self._poll_budget(watch)):
-                    event = await self._poll(backend, connect, watch)
+                    event = await self._poll(lifecycle, connect, watch)
             except Exception as e:
                 if isinstance(e, TimeoutError):
                     e = TimeoutError(
@@ -299,19 +296,19 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             if (past := self._past_a_deadline()) is not None:
                 return past
             if self._stop_due():
-                await self._stop("timed out")
+                await self._stop("timed out", lifecycle)
             await asyncio.sleep(self.poll_interval)
 
     async def _poll(
         self,
-        backend: OpenSandboxBackend,
+        lifecycle: AsyncLifecycle,
         connect: Callable[[], Awaitable[BackgroundCommand]],
         watch: _Watch,
     ) -> TriggerEvent | None:
         """One look at the sandbox and the command: the event that ends the wait, if any."""
         now = time.monotonic()
         if watch.renew_at is None or now >= watch.renew_at:
-            if not await asyncio.to_thread(backend.renew, self.sandbox):
+            if not await self._renew(lifecycle):
                 return self._gone()
             watch.renew_at = now + renewal_interval(self.sandbox_timeout)
         if watch.command is None:
@@ -332,7 +329,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             watch.missing_since = now
         elif now - watch.missing_since > self.missing_record_grace:
             # Through the server a sandbox that is gone answers as a lost record does.
-            if not await asyncio.to_thread(backend.renew, self.sandbox):
+            if not await self._renew(lifecycle):
                 return self._gone()
             return self._error(
                 f"execd in sandbox {self.sandbox} has no record of command "
@@ -348,13 +345,11 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             and time.time() >= self.stop_at
         )
 
-    async def _stop(self, why: str) -> None:
+    async def _stop(self, why: str, lifecycle: AsyncLifecycle) -> None:
         """Stop the command gracefully, and remember how, for the event; log how it went."""
         if self.group_file is None:
             return
-        # A backend of its own, connected now: the polling one read the sandbox's expiry when
-        # it connected, and renewals have moved it since, so a stop fitted to it could be cut.
-        stopper = self._backend()
+        stop = StopCommand(self.group_file, self.termination_grace_period)
         self.log.info(
             "Stopping command %s in sandbox %s (%s): SIGTERM to its process group, then SIGKILL "
             "after %gs.",
@@ -364,21 +359,24 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             self.termination_grace_period,
         )
         try:
-            stop = await asyncio.to_thread(
-                stop_gracefully,
-                stopper,
-                self.sandbox,
-                self.group_file,
-                self.termination_grace_period,
-            )
-        except SandboxError as e:
+            # A client of its own: on_kill stops a command after the wait's clients are closed.
+            async with contextlib.AsyncExitStack() as clients:
+                client, execd = await self._execd(lifecycle, clients)
+                result = await run_to_end(
+                    client,
+                    execd.url,
+                    stop.script,
+                    timeout=stop.timeout,
+                    max_output_bytes=stop.max_output_bytes,
+                    call_timeout=execd.request_timeout,
+                )
+            stopped = stop.outcome(result, self.sandbox)
+        except transport_errors() as e:
             self.log.warning("Could not stop command %s gracefully: %s", self.command_id, e)
             return
-        finally:
-            stopper.hand_over(self.sandbox)
-        self.log.info("The command in sandbox %s was %s.", self.sandbox, stop)
+        self.log.info("The command in sandbox %s was %s.", self.sandbox, stopped)
         # Found ended counts too: it is not stopped again, and its own end is its event's.
-        self._stopped = str(stop) if stop.ended_it else ""
+        self._stopped = str(stopped) if stopped.ended_it else ""
 
     def _poll_budget(self, watch: _Watch) -> float:
         """How long one poll may take: until the next renewal or deadline, at least a second."""
@@ -452,10 +450,10 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 stream.tail.mark_dropped()
                 stream.cursor = self.cursors[stream.name] = piece.end - self.max_output_bytes
 
-    async def _renew_for_the_worker(self, backend: OpenSandboxBackend) -> None:
+    async def _renew_for_the_worker(self, lifecycle: AsyncLifecycle) -> None:
         """One more lease, so a worker that takes the event late still finds the sandbox."""
         try:
-            await asyncio.to_thread(backend.renew, self.sandbox)
+            await self._renew(lifecycle)
         except Exception as e:
             self.log.warning(
                 "Could not renew sandbox %s before handing it back: %s", self.sandbox, e
@@ -523,9 +521,10 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 state,
             )
             return
-        # A command still running is given its grace before its sandbox goes.
-        await self._stop("its task was ended")
-        await asyncio.to_thread(self._backend().destroy, self.sandbox)
+        async with self._lifecycle() as lifecycle:
+            # A command still running is given its grace before its sandbox goes.
+            await self._stop("its task was ended", lifecycle)
+            await lifecycle.kill(self.sandbox)
         self.log.info("Destroyed sandbox %s, since its task was ended.", self.sandbox)
 
     async def _task_state(self) -> str | None:

@@ -3,6 +3,7 @@ config."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from collections.abc import Callable, Iterator
@@ -56,6 +57,36 @@ def test_a_connection_becomes_the_sdks_connection_config(connection) -> None:
     assert config.use_server_proxy is False
     # Each sandbox built on it gets a transport of its own, closed with the sandbox.
     assert config.transport is None
+
+
+def test_the_triggerers_async_config_reads_the_connection_as_the_workers_does(
+    connection, tmp_path
+) -> None:
+    authority = make_authority(tmp_path)
+    connection(
+        host="sandboxes.internal",
+        port=8443,
+        schema="https",
+        password=API_KEY,
+        extra={
+            "request_timeout": "12.5",
+            "route_through_server": "false",
+            "ca_bundle": str(authority.ca_pem),
+            "cpu_request": "250m",
+        },
+    )
+    hook = OpenSandboxHook()
+    config = asyncio.run(hook.async_connection_config())
+    sync = hook.connection_config
+    for field in ("domain", "protocol", "api_key", "request_timeout", "use_server_proxy"):
+        assert getattr(config, field) == getattr(sync, field), field
+    assert config.ca_certificates == sync.ca_certificates == authority.ca_pem.read_text()
+    # A transport the SDK does not own: a failed connect or a closed manager leaves it to the
+    # trigger, whose other calls share it.
+    assert config.transport is not None and not config.owns_transport
+    # One TLS context for every async client of the process that trusts the same authorities.
+    assert config.ssl_context() is asyncio.run(hook.async_connection_config()).ssl_context()
+    asyncio.run(config.transport.aclose())
 
 
 def test_an_unset_schema_timeout_and_proxy_take_the_defaults(connection) -> None:

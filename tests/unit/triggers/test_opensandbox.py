@@ -14,9 +14,11 @@ from typing import Any
 import httpx
 import pytest
 from airflow.providers.common.compat.sdk import redact
+from opensandbox.models.sandboxes import SandboxEndpoint
 
 from opensandbox_provider.execd._background import BackgroundCommand
 from opensandbox_provider.operators._command_end import CommandEnd, CommandEvent
+from opensandbox_provider.sandbox._async_lifecycle import AsyncLifecycle
 from opensandbox_provider.triggers import opensandbox as triggers
 from opensandbox_provider.triggers.opensandbox import OpenSandboxCommandTrigger
 from tests.unit.airflow_versions import forget_masked_values, task_masker
@@ -120,8 +122,8 @@ class Execd:
 
 class Server:
     """
-    The lifecycle calls the trigger makes. ``renewals`` answers the next renewals in turn,
-    ``True`` (renewed), ``False`` (the sandbox is gone) or an exception; then ``exists``.
+    The async lifecycle calls the trigger makes. ``renewals`` answers the next renewals in
+    turn, ``True`` (renewed), ``False`` (the sandbox is gone) or an exception; then ``exists``.
     """
 
     def __init__(self, *, exists: bool = True, renewals: list[bool | Exception] | None = None):
@@ -130,7 +132,13 @@ class Server:
         self.calls: list[str] = []
         self.destroyed: list[str] = []
 
-    def renew(self, sandbox: str) -> bool:
+    async def __aenter__(self) -> Server:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def renew(self, sandbox: str, *, default_lease: float) -> bool:
         self.calls.append("renew")
         if self.renewals_left:
             answer = self.renewals_left.pop(0)
@@ -143,10 +151,10 @@ class Server:
     def renewals(self) -> int:
         return self.calls.count("renew")
 
-    def hand_over(self, sandbox: str) -> None:
-        self.calls.append("hand_over")
+    async def aclose(self) -> None:
+        self.calls.append("closed")
 
-    def destroy(self, sandbox: str) -> None:
+    async def kill(self, sandbox: str) -> None:
         self.destroyed.append(sandbox)
 
 
@@ -196,9 +204,9 @@ def wait(
 
 
 def run(made: OpenSandboxCommandTrigger, execd: Execd, server: Server) -> dict:
-    """The trigger as the triggerer runs it, its backend and execd scripted."""
-    made._backend = lambda: server  # type: ignore[method-assign]
-    made._connect = lambda backend, clients: connector(execd, server)()  # type: ignore[method-assign]
+    """The trigger as the triggerer runs it, its lifecycle client and execd scripted."""
+    made._lifecycle = lambda: server  # type: ignore[method-assign, assignment, return-value]
+    made._connect = lambda lifecycle, clients: connector(execd, server)()  # type: ignore[method-assign]
 
     async def first_event() -> dict:
         events = [event.payload async for event in made.run()]
@@ -386,7 +394,7 @@ def test_the_sandbox_is_renewed_right_before_the_event_and_handed_over() -> None
     server = Server()
     event = run(trigger(sandbox_timeout=3600.0), Execd([{"stdout": b"x\n"}]), server)
     assert event["status"] == "ended"
-    assert server.calls == ["renew", "connect", "renew", "hand_over"]
+    assert server.calls == ["renew", "connect", "renew", "closed"]
 
 
 def test_a_sandbox_gone_from_the_server_ends_the_wait_as_an_error_at_once() -> None:
@@ -649,15 +657,19 @@ def test_the_secrets_survive_serialization_for_a_restarted_triggerer() -> None:
 # ---------------------------------------------------------------------------
 
 
-class TlsServer(Server):
-    """A sandbox whose execd answers on ``url``."""
+class TlsServer(AsyncLifecycle):
+    """The connection's lifecycle client, its TLS trust the connection's, for a sandbox whose
+    execd the server says answers at ``endpoint``."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__()
-        self.url = url
+    def __init__(self, endpoint: str) -> None:
+        super().__init__("opensandbox_default")
+        self.endpoint = endpoint
 
-    def execd_endpoint(self, sandbox: str) -> tuple[str, dict[str, str]]:
-        return self.url, {}
+    async def renew(self, sandbox: str, *, default_lease: float) -> bool:
+        return True
+
+    async def _resolve(self, sandbox: str, config: Any) -> SandboxEndpoint:
+        return SandboxEndpoint(endpoint=self.endpoint)
 
 
 @pytest.fixture
@@ -675,11 +687,16 @@ def private_execd(tmp_path, monkeypatch) -> Callable[..., dict]:
             monkeypatch.setenv(
                 "AIRFLOW_CONN_OPENSANDBOX_DEFAULT",
                 json.dumps(
-                    {"conn_type": "opensandbox", "host": f"127.0.0.1:{port}", "extra": extra}
+                    {
+                        "conn_type": "opensandbox",
+                        "host": f"127.0.0.1:{port}",
+                        "schema": "https",
+                        "extra": extra,
+                    }
                 ),
             )
             made = trigger()
-            made._backend = lambda: TlsServer(f"https://127.0.0.1:{port}")  # type: ignore[method-assign]
+            made._lifecycle = lambda: TlsServer(f"127.0.0.1:{port}")  # type: ignore[method-assign]
 
             async def first_event() -> dict:
                 async for event in made.run():

@@ -53,10 +53,10 @@ def cancelled(
     monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(states))
     server = Server()
     made = trigger()
-    made._backend = lambda: server  # type: ignore[method-assign]
+    made._lifecycle = lambda: server  # type: ignore[method-assign, assignment, return-value]
     made.task_instance = SimpleNamespace(**TASK, map_index=map_index, id="ti", context_carrier=None)
 
-    async def waiting_forever(backend: Any, connect: Any) -> Any:
+    async def waiting_forever(lifecycle: Any, connect: Any) -> Any:
         await asyncio.Event().wait()
 
     made._wait = waiting_forever  # type: ignore[method-assign]
@@ -97,7 +97,8 @@ def test_a_trigger_handed_to_another_triggerer_leaves_the_sandbox_running(
 ) -> None:
     server = cancelled(monkeypatch, TaskStates({"r": {"t": state}}))
     assert server.destroyed == []
-    assert "hand_over" in server.calls
+    # The trigger let go of its own connections to the server, and only those.
+    assert "closed" in server.calls
 
 
 def test_a_mapped_task_is_looked_up_by_its_map_index(monkeypatch) -> None:
