@@ -167,8 +167,10 @@ def test_the_sandbox_runs_the_uploaded_workload_with_the_task_sdks_own_entry_poi
     workload = _workload_of("v7")
     sent = json.loads(_workload.for_the_sandbox(workload))
     assert "a-token" not in command and sent["token"] == "a-token"
-    # The uploaded Dag file is the version the scheduler resolved; the sandbox's bundle has none.
-    assert sent["bundle_info"] == {"name": "dags-folder", "version": None}
+    # The uploaded Dag file is the version the scheduler resolved; the sandbox's bundle has none,
+    # and keeps whatever else this Airflow's bundle info says (3.4 adds version_data).
+    assert sent["bundle_info"]["name"] == "dags-folder"
+    assert sent["bundle_info"] == {**workload.bundle_info.model_dump(mode="json"), "version": None}
     assert _workload.dag_file_in_sandbox(workload) == "/opt/airflow/dags/team/a_dag.py"
 
 
