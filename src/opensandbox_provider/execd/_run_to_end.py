@@ -34,6 +34,10 @@ async def run_to_end(
     The whole call ends by the command's deadline plus ``call_timeout``, however slowly the
     stream comes: execd has killed the command by then (docs/execd-wire.rst, wire-timeout).
     """
+    # The guest writes what this reads, so nothing of it is held whole: the raw bytes (no
+    # content decoding) go through the parser, which keeps each stream's last
+    # ``max_output_bytes``, a frame to MAX_WHOLE_FRAME and execd's error text to its own cap,
+    # and the whole call, headers and body, ends by its deadline.
     parser = EventParser(max_output_bytes)
     async with (
         within(timeout + call_timeout, "the command's stream"),
