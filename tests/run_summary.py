@@ -103,6 +103,7 @@ class RunSummary:
             "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
             "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "images": images.get("images", {}),
+            "route": images.get("route", ""),
             "complete": self.selected_everything and len(self.outcomes) > 0,
             "exit_status": int(exitstatus),
             "collected": self.collected,
@@ -127,7 +128,20 @@ def _stack_images() -> dict[str, Any]:
     except RuntimeError:
         return {}
     named = [role for role in state.images if state.runs_named(role)]
-    return {"images": dict(state.images), "named": named}
+    return {"images": dict(state.images), "named": named, "route": _route(state)}
+
+
+def _route(state: Any) -> str:
+    """How the suite's calls reached execd: on Kubernetes, through the server's proxy or, where
+    the connections leave it off (``KUBE_ROUTE=gateway``), through the ingress gateway."""
+    from dev.stack.state import runtime
+
+    if runtime() != "kubernetes":
+        return ""
+    gateway = any(
+        info.connection_extra.get("use_server_proxy") == "false" for info in state.servers.values()
+    )
+    return "ingress gateway" if gateway else "server proxy"
 
 
 def _git(*arguments: str) -> str:

@@ -178,9 +178,11 @@ def run_sentence(kind: str, run: dict[str, Any] | None, behind: int | None) -> s
         else f"{behind} commit{'s' if behind != 1 else ''} behind HEAD"
     )
     images = ", ".join(f"{role} ``{image}``" for role, image in sorted(run["images"].items()))
+    # Runs recorded before the route was kept went through the server's proxy.
+    route = f"; execd reached through the {run['route']}" if run.get("route") else ""
     return (
         f"**{ALL_KINDS[kind]}**: commit ``{run['commit'][:12]}`` ({where}), finished "
-        f"{run['finished_at']}; images: {images or 'none'}; test functions: {tally}."
+        f"{run['finished_at']}; images: {images or 'none'}{route}; test functions: {tally}."
     )
 
 

@@ -109,6 +109,21 @@ def test_a_recorded_run_says_how_far_behind_head_it_is() -> None:
     assert claims_table.commits_behind("f" * 40) is None
 
 
+def test_a_recorded_kubernetes_run_says_which_route_reached_execd() -> None:
+    run = {
+        "commit": "0123456789abcdef",
+        "finished_at": "2026-12-07T06:00:00Z",
+        "images": {"execd": "opensandbox-real/execd:4db3a99"},
+        "route": "ingress gateway",
+        "tests": {"a::test_x": "passed"},
+    }
+    assert "execd reached through the ingress gateway" in claims_table.run_sentence(
+        "kubernetes", run, behind=0
+    )
+    del run["route"]
+    assert "reached through" not in claims_table.run_sentence("kubernetes", run, behind=0)
+
+
 def test_a_run_records_each_functions_worst_outcome(tmp_path: Path) -> None:
     """A real pytest run with the summary plugin: a parameter that fails fails the function,
     a fixture that fails is an error, a skip is a skip. A folder beside it has a conftest of
