@@ -24,7 +24,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxSpec
 from airflow.providers.common.compat.sdk import ObjectStoragePath, TaskDeferred
 from opensandbox import SandboxSync
 
-from dev.stack.state import ServerInfo
+from dev.stack.state import ServerInfo, runtime
 from opensandbox_provider.egress._policy import EGRESS_AUTH_HEADER, EGRESS_PORT
 from tests.integration import test_egress, test_operator
 from tests.integration.conftest import Sandbox
@@ -90,6 +90,43 @@ def wait_until_replaced(sandbox) -> None:
         time.sleep(0.5)
 
 
+# Runs in the sandbox, in a session of its own: every packet of the pod's network namespace,
+# appended to a file, until a stop file appears (within a minute, whatever happens).
+CAPTURE = """
+import os, socket, sys, time
+into = sys.argv[1]
+capture = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x0003))
+capture.settimeout(0.2)
+end = time.monotonic() + 60
+with open(into, "ab") as out:
+    open(into + ".started", "w").close()
+    while time.monotonic() < end and not os.path.exists(into + ".stop"):
+        try:
+            out.write(capture.recv(65536))
+            out.flush()
+        except socket.timeout:
+            pass
+open(into + ".done", "w").close()
+"""
+CAPTURE_FILE = "/tmp/capture.bin"
+
+
+def captured_while(sandbox, action) -> bytes:
+    """What a guest's packet capture saw while ``action`` ran."""
+    sandbox.backend.write_file(sandbox.handle, "/tmp/capture.py", CAPTURE.encode())
+    started = sandbox.run(
+        f"(setsid python3 /tmp/capture.py {CAPTURE_FILE} < /dev/null > /dev/null 2>&1 &) && "
+        f"until [ -e {CAPTURE_FILE}.started ]; do sleep 0.05; done"
+    )
+    assert started.exit_code == 0, started.stderr
+    action()
+    stopped = sandbox.run(
+        f"touch {CAPTURE_FILE}.stop && until [ -e {CAPTURE_FILE}.done ]; do sleep 0.05; done"
+    )
+    assert stopped.exit_code == 0, stopped.stderr
+    return sandbox.backend.read_file(sandbox.handle, CAPTURE_FILE, max_bytes=64 * 1024 * 1024)
+
+
 def recorded(sandbox) -> bytes:
     return sandbox.backend.read_file(
         sandbox.handle, f"{RECORDING}/requests.bin", max_bytes=64 * 1024 * 1024
@@ -140,10 +177,17 @@ def test_a_guest_that_replaces_execd_never_receives_the_egress_token_nor_opens_i
     assert outcomes == ["dropped"]
     assert listener.peers == []
 
-    # The recorder would have caught the token: the same read the backend made at create, made
-    # now by an API-key holder, hands it over.
-    httpx.get(f"http://{endpoint}/policy", headers=headers, timeout=30)
-    assert token.encode() in recorded(sandbox)
+    # The guest would have caught the token: the same read the backend made at create, made
+    # now by an API-key holder, hands it over. On Docker it is relayed by execd, so the recorder
+    # has it; on Kubernetes it goes to the pod's address (through the gateway or not), into the
+    # network namespace the guest shares, where a capture of the guest's has it.
+    if runtime() == "kubernetes":
+        assert token.encode() in captured_while(
+            sandbox, lambda: httpx.get(f"http://{endpoint}/policy", headers=headers, timeout=30)
+        )
+    else:
+        httpx.get(f"http://{endpoint}/policy", headers=headers, timeout=30)
+        assert token.encode() in recorded(sandbox)
 
 
 def test_the_operators_end_of_task_path_never_hands_a_guest_the_egress_token(
