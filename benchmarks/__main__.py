@@ -22,6 +22,7 @@ from benchmarks import (
     executor_overhead,
     latency,
     parsing,
+    use_a_deployment_of_its_own,
     warm_pool,
     workloads,
 )
@@ -145,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, default=ARTIFACTS / "bench.json")
     args = parser.parse_args(argv)
+    use_a_deployment_of_its_own()
     cases = [case for case in args.cases.split(",") if case]
     unknown = set(cases) - set(CASES)
     if unknown:

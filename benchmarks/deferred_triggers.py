@@ -32,6 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from benchmarks import use_a_deployment_of_its_own
+
 CONN_ID = "opensandbox_bench"
 # The command each task runs: a line the trigger logs, then a wait for the release file.
 RELEASE_FILE = "/tmp/.bench-release"
@@ -123,9 +125,8 @@ def measure(tasks: int, window: float) -> dict[str, Any]:
     from dev.stack.state import read_state
 
     os.environ.update(read_state().servers["plain"].airflow_connection_env(CONN_ID))
-    # As in the tests: a deployment id of its own, since no Airflow database is set up here, and
-    # no SDK telemetry after each create. The triggerer inherits both.
-    os.environ.setdefault("AIRFLOW__OPENSANDBOX__DEPLOYMENT_ID", "opensandbox-bench")
+    # As in the tests: no SDK telemetry after each create. The triggerer inherits it.
+    use_a_deployment_of_its_own()
     os.environ["OPENSANDBOX_DISABLE_METRICS"] = "1"
     sandboxes: list[str] = []
     with tempfile.TemporaryDirectory() as scratch:

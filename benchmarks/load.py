@@ -30,6 +30,7 @@ from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
+from benchmarks import use_a_deployment_of_its_own
 from benchmarks.agent_process import REPO, AgentProcess
 from benchmarks.run_outcomes import judge, left_behind
 from dev.stack.images import ImageChoice
@@ -217,6 +218,7 @@ def main() -> int:
         help="between the lossy spell and the drop; 0 puts the two outages back to back",
     )
     options = parser.parse_args()
+    use_a_deployment_of_its_own()
     figures = run(
         options.workers, options.runs_per_worker, ARTIFACTS / "load-logs", options.quiet_seconds
     )

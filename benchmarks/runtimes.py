@@ -32,7 +32,7 @@ from typing import Any
 
 from airflow.providers.common.ai.sandbox.base import SandboxSpec
 
-from benchmarks import workloads
+from benchmarks import use_a_deployment_of_its_own, workloads
 from dev.stack.state import ServerInfo, read_state
 
 REPO = Path(__file__).resolve().parents[1]
@@ -329,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.runtimes", description=__doc__)
     parser.add_argument("--json", type=Path, default=REPO / "artifacts" / "bench-runtimes.json")
     args = parser.parse_args(argv)
+    use_a_deployment_of_its_own()
     # The backend logs every create and command at info; the table is what this run is for.
     logging.getLogger("opensandbox").setLevel(logging.ERROR)
     logging.getLogger("opensandbox_provider").setLevel(logging.WARNING)

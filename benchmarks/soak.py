@@ -22,6 +22,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
+from benchmarks import use_a_deployment_of_its_own
 from benchmarks.agent_process import REPO, AgentProcess
 from benchmarks.run_outcomes import judge, left_behind
 from dev.stack.state import read_state
@@ -196,6 +197,7 @@ def main() -> int:
         "(OPENSANDBOX_DISABLE_METRICS=1), as every test does",
     )
     options = parser.parse_args()
+    use_a_deployment_of_its_own()
     figures = run(options.minutes, options.name, sdk_telemetry=not options.without_sdk_telemetry)
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / f"{options.name}.json").write_text(json.dumps(figures, indent=2) + "\n")
