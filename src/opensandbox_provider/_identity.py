@@ -95,13 +95,6 @@ class TaskInstanceIdentity:
         hashed = {name: value for name, value in hashed.items() if labels[KEYS[name]] != value}
         return {**labels, **_tags.encode(hashed, prefix=EXACT_PREFIX)}
 
-    def task_instance_metadata(self) -> dict[str, str]:
-        """The labels every try of this task instance shares, for a filter on them."""
-        return identity_metadata(
-            {"dag_id": self.dag_id, "task_id": self.task_id, "run_id": self.run_id}
-            | ({} if self.map_index == _UNMAPPED else {"map_index": self.map_index})
-        )
-
     @classmethod
     def read(cls, metadata: Mapping[str, str] | None) -> TaskInstanceIdentity | None:
         """
