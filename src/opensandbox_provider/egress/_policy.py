@@ -1,24 +1,10 @@
 """
 A spec's network fields as an OpenSandbox network policy, and the proof that it is enforced.
 
-OpenSandbox applies a policy through an egress sidecar that shares the sandbox's network
-namespace. A server without one refuses a policy outright, but nothing stops a server
-from accepting one it does not enforce, and a sidecar in ``dns`` mode filters name
-lookups only: a sandbox behind it still connects to any numeric address. So after a
-deny-by-default create, the sidecar's own account of the policy and of its enforcement
-mode is read back, and anything short of what was asked for is refused.
-
-That read-back is also what makes IPv4 ranges safe to accept: the sidecar takes an
-address or CIDR as a target and enforces it on any port, but only in ``dns+nft`` mode,
-which every deny-by-default sandbox has to prove before it is used.
-
-It is made only before any guest code has run in the sandbox. Every route the server offers
-to the sidecar ends in the sandbox's own network namespace, on Docker through execd, which
-the guest can replace, so a read after a command would hand the guest the sidecar's token,
-and with it the means to rewrite its own policy and to answer later reads with the old one
-(docs/egress.rst, egress-routes). The proof therefore also shows that the sidecar refuses a
-request without that token: what keeps the policy from then on is that the guest never
-holds it.
+A server may accept a policy it does not enforce, and a sidecar in ``dns`` mode filters name
+lookups only, so after a deny-by-default create the sidecar's own account of the policy and
+its mode is read back, once, before any guest code runs: every route to the sidecar passes
+through the sandbox, so a later read would hand the guest its token (docs/egress.rst).
 """
 
 from __future__ import annotations
@@ -106,21 +92,17 @@ def allowed_targets(spec: SandboxSpec | None) -> list[str] | None:
         return None
     hosts = _hostnames(spec.allow_egress_to)
     ranges = _ranges(spec.allow_egress_to_cidrs)
-    if not spec.block_network:
-        if hosts:
+    if spec.block_network:
+        return hosts + ranges
+    named = {"allow_egress_to": (hosts, "hosts"), "allow_egress_to_cidrs": (ranges, "ranges")}
+    for field, (given, what) in named.items():
+        if given:
             raise SandboxTerminalError(
-                "SandboxSpec.allow_egress_to narrows a sandbox that denies egress, but this spec "
-                "sets block_network=False, which allows everything. Set block_network=True to "
-                "allow only those hosts, or drop allow_egress_to."
+                f"SandboxSpec.{field} narrows a sandbox that denies egress, but this spec sets "
+                "block_network=False, which allows everything. Set block_network=True to allow "
+                f"only those {what}, or drop {field}."
             )
-        if ranges:
-            raise SandboxTerminalError(
-                "SandboxSpec.allow_egress_to_cidrs narrows a sandbox that denies egress, but this "
-                "spec sets block_network=False, which allows everything. Set block_network=True "
-                "to allow only those ranges, or drop allow_egress_to_cidrs."
-            )
-        return None
-    return hosts + ranges
+    return None
 
 
 def explain_refusal(error: Exception, policy: NetworkPolicy | None) -> Exception:

@@ -662,15 +662,11 @@ class OpenSandboxOperator(BaseOperator):
             raise AirflowTaskTimeout(end.message)
         if isinstance(end, CommandLost):
             raise AirflowException(end.message)
-        if end.stopped is not None:
+        if end.stopped is not None or end.timed_out:
+            how = "killed" if end.stopped is None else end.stopped
             raise AirflowException(
                 f"The command ran out of its {self.command_timeout:g}s in sandbox {sandbox} and "
-                f"was {end.stopped}. Raise command_timeout if it needs longer.{_tail(end)}"
-            )
-        if end.timed_out:
-            raise AirflowException(
-                f"The command ran out of its {self.command_timeout:g}s in sandbox {sandbox} and "
-                f"was killed. Raise command_timeout if it needs longer.{_tail(end)}"
+                f"was {how}. Raise command_timeout if it needs longer.{_tail(end)}"
             )
         if end.exit_code in self.skip_on_exit_code:
             raise AirflowSkipException(f"The command exited {end.exit_code}; skipping the task.")

@@ -383,17 +383,23 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         return sdk.id
 
     def creation_template(self, spec: SandboxSpec | None) -> CreationTemplate:
-        """What a sandbox for ``spec`` is created with: this backend's arguments and the spec's."""
-        return CreationTemplate.of(
-            spec,
+        """
+        What a sandbox for ``spec`` is created with: this backend's arguments and the spec's.
+        Raises ``SandboxTerminalError`` for a spec whose policy cannot be enforced or whose
+        environment cannot be sent.
+        """
+        return CreationTemplate(
             image=self.image,
             snapshot=self.snapshot,
             cpu=self.cpu,
             memory=self.memory,
-            resources=self.resources,
-            requests=self.resource_requests,
+            resources=dict(self.resources),
+            requests=dict(self.resource_requests),
             registry_conn_id=self.registry_conn_id,
-            volumes=self.volumes,
+            spec=spec,
+            policy=_policy.network_policy(spec),
+            env=_arguments.environment(spec),
+            volumes=tuple(self.volumes),
             lease=self.sandbox_timeout,
             ready_timeout=self.ready_timeout,
             conn_id=self.opensandbox_conn_id,
