@@ -95,6 +95,20 @@ class TaskInstanceIdentity:
         hashed = {name: value for name, value in hashed.items() if labels[KEYS[name]] != value}
         return {**labels, **_tags.encode(hashed, prefix=EXACT_PREFIX)}
 
+    def state(self, get_task_states: Any) -> str | None:
+        """This task instance's state, asked of the Task SDK's ``get_task_states``."""
+        answer = get_task_states(
+            dag_id=self.dag_id,
+            task_ids=[self.task_id],
+            run_ids=[self.run_id],
+            map_index=self.map_index,
+        )
+        # How the Task SDK names a task instance in its answer: a mapped one with its index.
+        key = self.task_id if self.map_index < 0 else f"{self.task_id}_{self.map_index}"
+        state = (answer.get(self.run_id) or {}).get(key)
+        # A TaskInstanceState is a str whose hash is not its value's.
+        return None if state is None else str(getattr(state, "value", state))
+
     @classmethod
     def read(cls, metadata: Mapping[str, str] | None) -> TaskInstanceIdentity | None:
         """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,6 +17,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from opensandbox_provider._clients import execd_client
 from opensandbox_provider._errors import quoted, transport_errors
+from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.execd._background import BackgroundCommand, OutputPiece
 from opensandbox_provider.execd._command_status import CommandStatus
@@ -194,25 +196,12 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         self._stopped: str | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        # Every argument as it stands now, but the one cursor of an earlier release's trigger,
+        # which ``cursors`` holds.
+        names = inspect.signature(OpenSandboxCommandTrigger.__init__).parameters
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "sandbox": self.sandbox,
-                "command_id": self.command_id,
-                "opensandbox_conn_id": self.opensandbox_conn_id,
-                "command_timeout": self.command_timeout,
-                "sandbox_timeout": self.sandbox_timeout,
-                "output_paths": self.output_paths,
-                "deadline_at": self.deadline_at,
-                "task_deadline_at": self.task_deadline_at,
-                "poll_interval": self.poll_interval,
-                "max_output_bytes": self.max_output_bytes,
-                "cursors": self.cursors,
-                "secrets": self.secrets,
-                "group_file": self.group_file,
-                "termination_grace_period": self.termination_grace_period,
-                "stop_at": self.stop_at,
-            },
+            {name: getattr(self, name) for name in names if name not in ("self", "cursor")},
         )
 
     def _lifecycle(self) -> AsyncLifecycle:
@@ -538,17 +527,8 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             # the triggerer's supervisor. tests/unit/test_airflow_internals.py fails if it moves.
             from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-            states = await asyncio.to_thread(
-                RuntimeTaskInstance.get_task_states,
-                dag_id=ti.dag_id,
-                task_ids=[ti.task_id],
-                run_ids=[ti.run_id],
-                map_index=ti.map_index,
-            )
+            identity = TaskInstanceIdentity.of(ti)
+            return await asyncio.to_thread(identity.state, RuntimeTaskInstance.get_task_states)
         except Exception as e:
             self.log.warning("Could not read the state of the task of %s: %s", self.sandbox, e)
             return None
-        key = ti.task_id if ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
-        state = (states.get(ti.run_id) or {}).get(key)
-        # A TaskInstanceState is a str whose hash is not its value's.
-        return None if state is None else str(getattr(state, "value", state))
