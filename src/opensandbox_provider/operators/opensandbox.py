@@ -336,11 +336,10 @@ class OpenSandboxOperator(BaseOperator):
             "snapshot": self.snapshot,
         }
 
-    def new_backend(self) -> OpenSandboxBackend:
+    def new_backend(self, **overrides: Any) -> OpenSandboxBackend:
         """The backend that creates, drives and destroys this task's sandbox."""
-        return OpenSandboxBackend(
-            self.opensandbox_conn_id, **self.sandbox_arguments, **self._rendered_arguments()
-        )
+        arguments = {**self.sandbox_arguments, **self._rendered_arguments(), **overrides}
+        return OpenSandboxBackend(self.opensandbox_conn_id, **arguments)
 
     def _do_render_template_fields(
         self,
