@@ -102,39 +102,14 @@ def _as_streamed(text: str) -> str:
 
 class OpenSandboxCommandTrigger(BaseTrigger):
     """
-    Polls a background command in a sandbox until it ends, logging new output as it comes.
+    Polls a background command in a sandbox until it ends, logging new output as it comes and
+    renewing the sandbox's lease meanwhile; :doc:`/operator`, "A long command, deferred", says
+    what it does on each failure, restart, deadline and kill.
 
-    It renews the sandbox's lease as soon as it starts, every third of a lease while it waits,
-    and once more right before its event, so a long command never meets the sandbox's lifetime,
-    a triggerer that took the trigger over after a restart finds the sandbox alive, and the
-    worker that takes the event finds a whole lease; a triggerer that dies stops renewing and
-    the server reclaims the sandbox within one lease.
-
-    Every failure to reach the server or execd, or an answer that cannot be read, is retried
-    at the next poll; only when nothing has been answered in full for
-    :attr:`unreachable_grace` seconds does the wait end as an error. A renewal that says the
-    sandbox is gone ends it at once.
-
-    Everything it needs is in its serialized arguments, deadlines included as wall-clock
-    times, so a restarted triggerer takes it up where it was deferred. Airflow keeps no later
-    state of a trigger, so its cursors are those it was deferred with: it first looks how large
-    each stream's output has grown, and logs again only its last ``max_output_bytes``, after a
-    note saying how much came before.
-
-    ``task_deadline_at`` is when the task's ``execution_timeout`` runs out; the trigger ends
-    a little before it, so the worker can destroy the sandbox and fail the task as timed out.
-
-    ``stop_at`` is when the command runs out of its ``command_timeout``: the trigger then stops
-    it gracefully, SIGTERM to the process group recorded in ``group_file`` and SIGKILL after
-    ``termination_grace_period`` (see :mod:`..operators._stop`), and goes on waiting for its
-    end, which its event then says was a stop. A trigger without them leaves the command to
-    execd's deadline.
-
-    ``secrets`` are the values of the task's ``private_env``: the trigger registers each with
-    Airflow's secrets masker before it logs anything, and masks its event with it, so neither
-    the triggerer's log nor the event Airflow logs and stores shows one the command printed.
-    They travel in the trigger's arguments, which Airflow keeps encrypted with its Fernet key
-    and never shows through its API, as it does a connection's password.
+    Everything it needs is in its serialized arguments, deadlines as wall-clock times, so a
+    restarted triggerer takes it up where it was deferred. ``secrets`` are the values of the
+    task's ``private_env``, masked before anything is logged and in its event; they travel in
+    its arguments, which Airflow keeps encrypted with its Fernet key, as a connection's password.
 
     It fires one event: ``{"status": "ended", "sandbox", "exit_code", "stdout", "stderr",
     "timed_out"}`` with each stream's tail (and ``"stopped"``, saying how, when its stop ended
