@@ -155,6 +155,8 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
     """
     started = time.monotonic()
     give_up_at = started + POLICY_READ_WINDOW
+    # A failed request, or an answer that is not JSON.
+    unread: tuple[type[Exception], ...] = (*transport_errors(), ValueError, RecursionError)
     attempt = 0
     while True:
         attempt += 1
@@ -162,7 +164,7 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
             problem = enforcement_problem(_read_policy(http, give_up_at), requested)
             if problem is None:
                 problem = _token_problem(_status_without_token(http, give_up_at))
-        except _read_failures() as e:
+        except unread as e:
             if attempt < POLICY_READ_ATTEMPTS and (
                 time.monotonic() + POLICY_READ_PAUSE < give_up_at
             ):
@@ -181,11 +183,6 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
                 "running without an egress sidecar, or the sandbox may have stopped answering."
             )
         return problem
-
-
-def _read_failures() -> tuple[type[Exception], ...]:
-    """What keeps a policy from being read: a failed request, or an answer that is not JSON."""
-    return (*transport_errors(), ValueError, RecursionError)
 
 
 def _read_policy(http: SandboxHttp, give_up_at: float) -> Any:

@@ -293,7 +293,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         except (ValueError, DeploymentUnknownError) as e:
             raise SandboxTerminalError(f"Could not create a sandbox: {e}") from e
         config = self._connection_config()
-        slot = self._durable_slot(spec)
+        # A sandbox provisioned for other tasks waits for them, never for a retry.
+        provisioned = spec is not None and spec.owner is not None
+        slot = None if provisioned else _parking.durable_slot(spec, margin=self.park_margin)
         if slot is not None:
             adopted = self._adopt_parked(slot)
             if adopted is not None:
@@ -661,12 +663,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         return self._lifecycle.info(sandbox, doing=doing)
 
     # --- Park: a durable agent's sandbox across its task's retries ---
-
-    def _durable_slot(self, spec: SandboxSpec | None) -> DurableSlot | None:
-        # A sandbox provisioned for other tasks waits for them, never for a retry.
-        if spec is not None and spec.owner is not None:
-            return None
-        return _parking.durable_slot(spec, margin=self.park_margin)
 
     def _adopt_parked(self, slot: DurableSlot) -> str | None:
         """
