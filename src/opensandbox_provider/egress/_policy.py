@@ -171,7 +171,7 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
                 log.info(
                     "Could not read the egress sidecar's policy (%s: %s); reading it again in %gs.",
                     type(e).__name__,
-                    _short(e),
+                    quoted(e, 200),
                     POLICY_READ_PAUSE,
                 )
                 time.sleep(POLICY_READ_PAUSE)
@@ -179,7 +179,7 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
             return (
                 f"its policy could not be read back from the egress sidecar in {attempt} "
                 f"{'read' if attempt == 1 else 'reads'} over {time.monotonic() - started:.1f}s "
-                f"(the last failed with {type(e).__name__}: {_short(e)}). The server may be "
+                f"(the last failed with {type(e).__name__}: {quoted(e, 200)}). The server may be "
                 "running without an egress sidecar, or the sandbox may have stopped answering."
             )
         return problem
@@ -244,7 +244,7 @@ def _token_problem(status: int) -> str | None:
 def enforcement_problem(status: Any, requested: NetworkPolicy) -> str | None:
     """What differs between the sidecar's ``GET /policy`` answer and ``requested``, or ``None``."""
     if not isinstance(status, Mapping) or not isinstance(status.get("policy"), Mapping):
-        return f"the egress sidecar answered with no policy ({_short(status)})."
+        return f"the egress sidecar answered with no policy ({quoted(status, 200)})."
     policy = status["policy"]
     rules = policy.get("egress") or []
     allowed = {
@@ -353,7 +353,3 @@ def _normalized(target: Any) -> str:
         return str(ipaddress.ip_network(text, strict=False))
     except ValueError:
         return text
-
-
-def _short(value: Any) -> str:
-    return quoted(value, 200)

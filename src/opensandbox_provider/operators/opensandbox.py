@@ -372,7 +372,8 @@ class OpenSandboxOperator(BaseOperator):
         super()._do_render_template_fields(self, template_fields, context, jinja_env, seen_oids)
 
         def text(value: Any) -> Any:
-            return _render_text(value, context, jinja_env)
+            # A string rendered as a template of its own, whatever it ends with.
+            return jinja_env.from_string(value).render(context) if isinstance(value, str) else value
 
         if command is not None:
             self.command = text(command)
@@ -842,13 +843,6 @@ def _misread_as_a_script(operator: OpenSandboxOperator) -> bool:
         and command.endswith(tuple(operator.template_ext))
         and any(character.isspace() for character in command)
     )
-
-
-def _render_text(text: Any, context: Context, jinja_env: jinja2.Environment) -> Any:
-    """A string rendered as a template of its own, whatever it ends with."""
-    if not isinstance(text, str):
-        return text
-    return jinja_env.from_string(text).render(context)
 
 
 def _tail(end: CommandEnd) -> str:

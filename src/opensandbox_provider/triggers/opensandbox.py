@@ -259,7 +259,8 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 watch.last_answer = time.monotonic()
             if (past := self._past_a_deadline()) is not None:
                 return past
-            if self._stop_due():
+            stop_due = self.stop_at is not None and time.time() >= self.stop_at
+            if stop_due and self._stopped is None and self.group_file is not None:
                 await self._stop("timed out", lifecycle)
             await asyncio.sleep(self.poll_interval)
 
@@ -300,14 +301,6 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 f"{self.command_id}; it may have restarted."
             )
         return None
-
-    def _stop_due(self) -> bool:
-        return (
-            self.stop_at is not None
-            and self._stopped is None
-            and self.group_file is not None
-            and time.time() >= self.stop_at
-        )
 
     async def _stop(self, why: str, lifecycle: AsyncLifecycle) -> None:
         """Stop the command gracefully, and remember how, for the event; log how it went."""
