@@ -139,16 +139,10 @@ class TaskInstanceIdentity:
         return cls(**ids, map_index=map_index, try_number=try_number)
 
 
-def current_task_identity() -> TaskInstanceIdentity | None:
-    """The running task instance's identity, or ``None`` outside a task."""
-    ti = current_task_instance()
-    return None if ti is None else TaskInstanceIdentity.of(ti)
-
-
 def current_identity() -> dict[str, str]:
     """Return the running task instance's identity metadata, or nothing outside a task."""
-    identity = current_task_identity()
-    return {} if identity is None else identity.metadata()
+    ti = current_task_instance()
+    return {} if ti is None else TaskInstanceIdentity.of(ti).metadata()
 
 
 def current_task_instance() -> Any:

@@ -397,7 +397,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         info = _pause.settled(self._lifecycle, info, within=self.ready_timeout)
         # Endpoints are resolved after the resume: a runtime may move them across a pause.
         resumed = None
-        if _pause.is_paused(info):
+        if info.status.state == _pause.PAUSED_STATE:
             resumed = _pause.resume(self._lifecycle, handle, within=self.ready_timeout)
         sdk = connect(handle, config=config, ready_timeout=self.ready_timeout)
         record = SandboxRecord.reconnected(
