@@ -1,27 +1,12 @@
 """
 Every HTTP client this provider builds, built here, and how a body a sandbox sends is read.
 
-The provider talks to two kinds of address, both named by the connection: the OpenSandbox
-server and the sandboxes it runs. A proxy set in the worker's environment (``HTTP_PROXY``,
-``HTTPS_PROXY``, ``ALL_PROXY``, for pip or for the model's API) is not meant for either: it
-would see the server's API key and every command's stream, and a forward proxy may buffer a
-stream that must arrive as it is written. So no client here reads the environment
-(``trust_env=False``: no proxy, no ``.netrc``). Certificate authorities still come from
-``SSL_CERT_FILE`` and ``SSL_CERT_DIR``: a client given a transport, or an SSL context, has
-its trust set there, where OpenSSL reads them.
-
-What answers on a sandbox's ports is the guest's to replace, so every answer read here is read
-as the bytes that came, never inflated, and never more of it than a cap: httpx inflates a body
-whose ``Content-Encoding`` says gzip even though ``identity`` was asked for, and a megabyte of
-gzip is a gigabyte of memory. The clients built here drop that header before any of the body
-is read, and :func:`read_at_most` and :func:`aread_at_most` stop at their caps. A sync call's
-whole-call deadline is the socket's (``execd/_deadline``); an async one's is
+No client reads the environment (``trust_env=False``): a proxy set there would see the API key
+and every command's stream (docs/connections.rst, "No proxy from the environment"). What
+answers on a sandbox's ports is the guest's to replace, so every answer is read as the bytes
+that came, never inflated, and never past a cap: a megabyte of gzip is a gigabyte of memory.
+A sync call's whole-call deadline is the socket's (``execd/_deadline``); an async one's is
 :func:`within`'s.
-
-The SDK's own clients are built by the SDK, each given the connection config's transport;
-httpx takes a proxy from the environment only for a client built without one, so those take
-none either. A unit test sends every call of the backend, the operator and the trigger with
-the proxy variables pointing at a listener of its own, and counts no connection to it.
 """
 
 from __future__ import annotations

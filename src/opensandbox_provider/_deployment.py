@@ -1,19 +1,9 @@
 """
-The Airflow deployment a sandbox belongs to, stamped on it beside the task instance.
-
-Staging and production Airflow on one OpenSandbox server run the same Dags with the same run
-ids, so a task instance's ids alone do not say whose a sandbox is: every filter that acts on
-sandboxes by task identity (a retry's kill, the hook's listing, the Sandboxes view, the
-maintenance cleanup, a warm pool's draw) filters on this id too.
-
-The id is ``[opensandbox] deployment_id`` when that is set. Otherwise it is made once per
-metadata database and kept there, as the Airflow Variable ``opensandbox_deployment_id``: the
-metadata database is what makes a deployment one, every process of a deployment reads its
-Variables (a Task SDK worker or triggerer through the API server, the api-server and a pool's
-keeper directly), and two deployments left at their defaults get two ids even when one
-connection names the server for both. Neither a hash of the connection (shared by both) nor
-one of a deployment's secrets (which would put a digest of the secret on every sandbox) would
-do that.
+The Airflow deployment a sandbox belongs to, stamped on it beside the task instance: two
+deployments on one server run the same Dags with the same run ids, so every filter that acts on
+sandboxes by task identity filters on this id too (docs/installation.rst). Left unset, the id is
+kept in the metadata database, which is what makes a deployment one: neither a hash of the
+connection (two deployments may share it) nor of a secret (a digest on every sandbox) would do.
 """
 
 from __future__ import annotations

@@ -95,12 +95,19 @@ class TaskInstanceIdentity:
         hashed = {name: value for name, value in hashed.items() if labels[KEYS[name]] != value}
         return {**labels, **_tags.encode(hashed, prefix=EXACT_PREFIX)}
 
-    def task_instance_metadata(self) -> dict[str, str]:
-        """The labels every try of this task instance shares, for a filter on them."""
-        return identity_metadata(
-            {"dag_id": self.dag_id, "task_id": self.task_id, "run_id": self.run_id}
-            | ({} if self.map_index == _UNMAPPED else {"map_index": self.map_index})
+    def state(self, get_task_states: Any) -> str | None:
+        """This task instance's state, asked of the Task SDK's ``get_task_states``."""
+        answer = get_task_states(
+            dag_id=self.dag_id,
+            task_ids=[self.task_id],
+            run_ids=[self.run_id],
+            map_index=self.map_index,
         )
+        # How the Task SDK names a task instance in its answer: a mapped one with its index.
+        key = self.task_id if self.map_index < 0 else f"{self.task_id}_{self.map_index}"
+        state = (answer.get(self.run_id) or {}).get(key)
+        # A TaskInstanceState is a str whose hash is not its value's.
+        return None if state is None else str(getattr(state, "value", state))
 
     @classmethod
     def read(cls, metadata: Mapping[str, str] | None) -> TaskInstanceIdentity | None:
@@ -132,16 +139,10 @@ class TaskInstanceIdentity:
         return cls(**ids, map_index=map_index, try_number=try_number)
 
 
-def current_task_identity() -> TaskInstanceIdentity | None:
-    """The running task instance's identity, or ``None`` outside a task."""
-    ti = current_task_instance()
-    return None if ti is None else TaskInstanceIdentity.of(ti)
-
-
 def current_identity() -> dict[str, str]:
     """Return the running task instance's identity metadata, or nothing outside a task."""
-    identity = current_task_identity()
-    return {} if identity is None else identity.metadata()
+    ti = current_task_instance()
+    return {} if ti is None else TaskInstanceIdentity.of(ti).metadata()
 
 
 def current_task_instance() -> Any:

@@ -29,11 +29,6 @@ PARKED_KEY = "airflow-parked"
 _SECONDS = re.compile(r"[0-9]{1,12}")
 
 
-def kept_metadata(until: datetime) -> dict[str, str]:
-    """The metadata that marks a sandbox kept until ``until``."""
-    return {KEY: str(int(until.timestamp()))}
-
-
 def kept_until(metadata: Mapping[str, str]) -> datetime | None:
     """When a kept sandbox may go, or ``None`` for one not kept (or whose mark is unreadable)."""
     value = metadata.get(KEY)
@@ -51,5 +46,5 @@ def keep(manager: SandboxManagerSync, sandbox_id: str, seconds: float) -> dateti
     """Move the expiry of ``sandbox_id`` to ``seconds`` from now and mark it kept until then;
     return when it goes. SDK errors pass through, for the caller to translate."""
     until: datetime = manager.renew_sandbox(sandbox_id, timedelta(seconds=seconds)).expires_at
-    manager.patch_sandbox_metadata(sandbox_id, dict(kept_metadata(until)))
+    manager.patch_sandbox_metadata(sandbox_id, {KEY: str(int(until.timestamp()))})
     return until

@@ -1,17 +1,9 @@
 """
-How much of the OpenSandbox SDK's own logging reaches the task log.
-
-The SDK logs at INFO what this provider logs in its own words, with what it knows besides: it
-is "Creating sandbox with startup source ...", then says the sandbox was "created
-(skip_health_check=true, sandbox may not be ready yet)" just before the provider says it is
-ready, and announces every kill, connection and renewal. Beside the provider's lines those
-repeat them or contradict them. So once the provider configures the SDK, the SDK's loggers log
-warnings and errors only, unless a level has been chosen for them: in Airflow's
-``[logging] namespace_levels`` option, or by a logging config or the Dag's own code setting the
-``opensandbox`` logger's level.
-
-Airflow applies ``namespace_levels`` to its structlog loggers only, and the SDK's are the
-standard library's, so the option's entries for them are applied here.
+How much of the OpenSandbox SDK's own logging reaches the task log: warnings and errors only,
+since its INFO lines repeat the provider's or contradict them (docs/operator.rst, "What the
+task log shows"), unless a level was chosen for them. Airflow applies ``[logging]
+namespace_levels`` to its structlog loggers only, and the SDK's are the standard library's, so
+the option's entries for them are applied here.
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """
 Common-ai's sandbox tags <-> OpenSandbox metadata, losslessly.
 
-OpenSandbox keeps metadata under Kubernetes label rules: a value is at most 63
-characters of ``[A-Za-z0-9-_.]``, alphanumeric at both ends. The tags common-ai
-reads back for attaching do not fit: an owner is ``<dag_id>/<run_id>``, a holder adds
-``/<task_id>[<map_index>]``, the network stamp is JSON, and any of them can outgrow
-63 characters. So each tag is stored as
-
-* a header key ``airflow-tag/<name>`` whose value is ``<chunk count>.<crc32 hex>``, and
-* chunk keys ``airflow-tag/<name>.0``, ``.1``, ... holding the escaped value.
-
-The escaping keeps letters, digits, ``-`` and ``_`` as they are and writes every other
-byte of the UTF-8 value as ``.XX`` (hex), so an owner such as
-``my_dag.2Fmanual__2026-01-01T00.3A00...`` stays legible in ``docker inspect`` and an
-operator can still filter sandboxes on it. Every chunk starts with ``v``, because an
-escape would otherwise open it with ``.``.
-
-Every tag this module writes sits under the ``airflow-tag/`` prefix, which is how it
-tells its own keys from metadata written by anyone else: it never rewrites or removes
-any other key. The only others it writes are those a new sandbox is created with: two
-for operators to find it by, the lease its creator chose, which every backend that holds
-the sandbox later renews it by, the Airflow deployment that created it
-(:mod:`~opensandbox_provider._deployment`) and the task instance
-(:mod:`~opensandbox_provider._identity`).
+A tag does not fit a label value (63 characters of ``[A-Za-z0-9-_.]``), so each is stored as a
+header and escaped, numbered chunks under ``airflow-tag/`` (docs/attach.rst, "How the tags are
+stored"). No key outside that prefix is ever rewritten or removed; the only others written are
+those a new sandbox is created with (its finders' keys, its lease, its deployment and task).
 """
 
 from __future__ import annotations

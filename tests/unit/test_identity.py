@@ -85,16 +85,6 @@ def test_a_hashed_label_without_its_exact_copy_names_no_task_instance():
     assert TaskInstanceIdentity.read({"created-by": "airflow"}) is None
 
 
-def test_every_try_of_a_task_instance_shares_its_filter():
-    first = TaskInstanceIdentity("d", "t", RUN_ID, try_number=1)
-    second = TaskInstanceIdentity("d", "t", RUN_ID, try_number=2)
-    assert first.task_instance_metadata() == second.task_instance_metadata()
-    assert KEYS["try_number"] not in first.task_instance_metadata()
-    assert KEYS["map_index"] not in first.task_instance_metadata()
-    mapped = TaskInstanceIdentity("d", "t", RUN_ID, map_index=0).task_instance_metadata()
-    assert mapped[KEYS["map_index"]] == "0"
-
-
 @pytest.mark.airflow_at_least(
     "3.0", reason="it runs a task through airflow.sdk, which Airflow 2 lacks"
 )

@@ -33,7 +33,6 @@ from opensandbox_provider.operators.opensandbox import OpenSandboxOperator
 from opensandbox_provider.pool import ServerPool
 from opensandbox_provider.sandbox import _arguments
 from opensandbox_provider.sandbox._snapshots import prepare_snapshot
-from opensandbox_provider.sandbox.backend import OpenSandboxBackend
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -181,13 +180,8 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
         """The snapshot holding ``requirements``, made now unless a run of the same inputs
         made it before; the function's own sandbox starts from it with its own ``spec``."""
         # Never from a warm pool: the set-up's sandbox is of the image, not of the snapshot.
-        set_up = OpenSandboxBackend(
-            self.opensandbox_conn_id,
-            **{**self.sandbox_arguments, "warm_pool": None},
-            **self._rendered_arguments(),
-        )
         snapshot = prepare_snapshot(
-            set_up,
+            self.new_backend(warm_pool=None),
             set_up_commands(self.requirements, self.pip_args),
             spec=self.setup_spec,
             max_age=self.snapshot_max_age,

@@ -1,24 +1,10 @@
 """
 A spec's network fields as an OpenSandbox network policy, and the proof that it is enforced.
 
-OpenSandbox applies a policy through an egress sidecar that shares the sandbox's network
-namespace. A server without one refuses a policy outright, but nothing stops a server
-from accepting one it does not enforce, and a sidecar in ``dns`` mode filters name
-lookups only: a sandbox behind it still connects to any numeric address. So after a
-deny-by-default create, the sidecar's own account of the policy and of its enforcement
-mode is read back, and anything short of what was asked for is refused.
-
-That read-back is also what makes IPv4 ranges safe to accept: the sidecar takes an
-address or CIDR as a target and enforces it on any port, but only in ``dns+nft`` mode,
-which every deny-by-default sandbox has to prove before it is used.
-
-It is made only before any guest code has run in the sandbox. Every route the server offers
-to the sidecar ends in the sandbox's own network namespace, on Docker through execd, which
-the guest can replace, so a read after a command would hand the guest the sidecar's token,
-and with it the means to rewrite its own policy and to answer later reads with the old one
-(docs/egress.rst, egress-routes). The proof therefore also shows that the sidecar refuses a
-request without that token: what keeps the policy from then on is that the guest never
-holds it.
+A server may accept a policy it does not enforce, and a sidecar in ``dns`` mode filters name
+lookups only, so after a deny-by-default create the sidecar's own account of the policy and
+its mode is read back, once, before any guest code runs: every route to the sidecar passes
+through the sandbox, so a later read would hand the guest its token (docs/egress.rst).
 """
 
 from __future__ import annotations
@@ -106,21 +92,17 @@ def allowed_targets(spec: SandboxSpec | None) -> list[str] | None:
         return None
     hosts = _hostnames(spec.allow_egress_to)
     ranges = _ranges(spec.allow_egress_to_cidrs)
-    if not spec.block_network:
-        if hosts:
+    if spec.block_network:
+        return hosts + ranges
+    named = {"allow_egress_to": (hosts, "hosts"), "allow_egress_to_cidrs": (ranges, "ranges")}
+    for field, (given, what) in named.items():
+        if given:
             raise SandboxTerminalError(
-                "SandboxSpec.allow_egress_to narrows a sandbox that denies egress, but this spec "
-                "sets block_network=False, which allows everything. Set block_network=True to "
-                "allow only those hosts, or drop allow_egress_to."
+                f"SandboxSpec.{field} narrows a sandbox that denies egress, but this spec sets "
+                "block_network=False, which allows everything. Set block_network=True to allow "
+                f"only those {what}, or drop {field}."
             )
-        if ranges:
-            raise SandboxTerminalError(
-                "SandboxSpec.allow_egress_to_cidrs narrows a sandbox that denies egress, but this "
-                "spec sets block_network=False, which allows everything. Set block_network=True "
-                "to allow only those ranges, or drop allow_egress_to_cidrs."
-            )
-        return None
-    return hosts + ranges
+    return None
 
 
 def explain_refusal(error: Exception, policy: NetworkPolicy | None) -> Exception:
@@ -173,6 +155,8 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
     """
     started = time.monotonic()
     give_up_at = started + POLICY_READ_WINDOW
+    # A failed request, or an answer that is not JSON.
+    unread: tuple[type[Exception], ...] = (*transport_errors(), ValueError, RecursionError)
     attempt = 0
     while True:
         attempt += 1
@@ -180,14 +164,14 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
             problem = enforcement_problem(_read_policy(http, give_up_at), requested)
             if problem is None:
                 problem = _token_problem(_status_without_token(http, give_up_at))
-        except _read_failures() as e:
+        except unread as e:
             if attempt < POLICY_READ_ATTEMPTS and (
                 time.monotonic() + POLICY_READ_PAUSE < give_up_at
             ):
                 log.info(
                     "Could not read the egress sidecar's policy (%s: %s); reading it again in %gs.",
                     type(e).__name__,
-                    _short(e),
+                    quoted(e, 200),
                     POLICY_READ_PAUSE,
                 )
                 time.sleep(POLICY_READ_PAUSE)
@@ -195,15 +179,10 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
             return (
                 f"its policy could not be read back from the egress sidecar in {attempt} "
                 f"{'read' if attempt == 1 else 'reads'} over {time.monotonic() - started:.1f}s "
-                f"(the last failed with {type(e).__name__}: {_short(e)}). The server may be "
+                f"(the last failed with {type(e).__name__}: {quoted(e, 200)}). The server may be "
                 "running without an egress sidecar, or the sandbox may have stopped answering."
             )
         return problem
-
-
-def _read_failures() -> tuple[type[Exception], ...]:
-    """What keeps a policy from being read: a failed request, or an answer that is not JSON."""
-    return (*transport_errors(), ValueError, RecursionError)
 
 
 def _read_policy(http: SandboxHttp, give_up_at: float) -> Any:
@@ -265,7 +244,7 @@ def _token_problem(status: int) -> str | None:
 def enforcement_problem(status: Any, requested: NetworkPolicy) -> str | None:
     """What differs between the sidecar's ``GET /policy`` answer and ``requested``, or ``None``."""
     if not isinstance(status, Mapping) or not isinstance(status.get("policy"), Mapping):
-        return f"the egress sidecar answered with no policy ({_short(status)})."
+        return f"the egress sidecar answered with no policy ({quoted(status, 200)})."
     policy = status["policy"]
     rules = policy.get("egress") or []
     allowed = {
@@ -374,7 +353,3 @@ def _normalized(target: Any) -> str:
         return str(ipaddress.ip_network(text, strict=False))
     except ValueError:
         return text
-
-
-def _short(value: Any) -> str:
-    return quoted(value, 200)

@@ -152,7 +152,6 @@ class EventParser:
         self.stderr = BoundedTail(max_output_bytes, _sink(on_output, "stderr"))
         self.command_id: str | None = None
         self.ending: Ending | None = None
-        self.unreadable_frames = 0
         self._pending = bytearray()
         self._long: _LongText | _Skipped | None = None
 
@@ -182,7 +181,6 @@ class EventParser:
         match = _OUTPUT_FRAME_HEAD.match(head)
         if match is None:
             # Not an output line: no frame execd sends is this long.
-            self.unreadable_frames += 1
             self._long = _Skipped()
             return head
         self._long = _LongText(self.stdout if match.group(1) == b"stdout" else self.stderr)
@@ -229,7 +227,6 @@ class EventParser:
             return json.loads(payload)
         except (ValueError, RecursionError):
             # Not JSON, or JSON nested deeper than Python parses: no event execd sends.
-            self.unreadable_frames += 1
             return None
 
     def _take(self, events: list) -> None:
@@ -237,7 +234,6 @@ class EventParser:
         stderr: list[str] = []
         for event in events:
             if not isinstance(event, dict):
-                self.unreadable_frames += 1
                 continue
             kind = event.get("type")
             if kind == "stdout" or kind == "stderr":

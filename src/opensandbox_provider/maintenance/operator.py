@@ -22,8 +22,6 @@ from opensandbox_provider.sandbox._lifecycle import Lifecycle
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
-    from opensandbox_provider._identity import TaskInstanceIdentity
-
 
 class OpenSandboxCleanupOperator(BaseOperator):
     """
@@ -92,22 +90,4 @@ def _task_states(ti: Any) -> StateReader:
             "Airflow 2 does not have; run it on Airflow 3, or let the sandboxes' leases end "
             "them (docs/operator.rst, 'Cleaning up leaked sandboxes')."
         )
-
-    def state_of(identity: TaskInstanceIdentity) -> str | None:
-        answer = get_task_states(
-            dag_id=identity.dag_id,
-            task_ids=[identity.task_id],
-            run_ids=[identity.run_id],
-            map_index=identity.map_index,
-        )
-        # How the Task SDK names a task instance in its answer: a mapped one with its index.
-        key = (
-            identity.task_id
-            if identity.map_index < 0
-            else f"{identity.task_id}_{identity.map_index}"
-        )
-        state = (answer.get(identity.run_id) or {}).get(key)
-        # A TaskInstanceState is a str whose hash is not its value's.
-        return None if state is None else str(getattr(state, "value", state))
-
-    return state_of
+    return lambda identity: identity.state(get_task_states)

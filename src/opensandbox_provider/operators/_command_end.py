@@ -8,7 +8,7 @@ values every release's trigger has fired (see the trigger's docstring).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -88,30 +88,19 @@ class CommandEvent:
                 "sandbox": self.sandbox,
                 "message": end.message,
             }
-        return {
-            "status": _ENDED,
-            "sandbox": self.sandbox,
-            "exit_code": end.exit_code,
-            "stdout": end.stdout,
-            "stderr": end.stderr,
-            "timed_out": end.timed_out,
+        fields = asdict(end)
+        if not end.stopped:
             # Only when the trigger's stop ended the command, as an earlier release fired it.
-            **({"stopped": end.stopped} if end.stopped else {}),
-        }
+            del fields["stopped"]
+        return {"status": _ENDED, "sandbox": self.sandbox, **fields}
 
     @classmethod
     def of(cls, payload: Mapping[str, Any]) -> CommandEvent:
         """The event a trigger of this release or an earlier one fired."""
         status, sandbox = payload["status"], payload["sandbox"]
         if status == _ENDED:
-            end = CommandEnd(
-                exit_code=payload["exit_code"],
-                stdout=payload["stdout"],
-                stderr=payload["stderr"],
-                timed_out=payload["timed_out"],
-                stopped=payload.get("stopped") or None,
-            )
-            return cls(sandbox, end)
+            ran = {name: payload[name] for name in ("exit_code", "stdout", "stderr", "timed_out")}
+            return cls(sandbox, CommandEnd(**ran, stopped=payload.get("stopped") or None))
         kind = _KIND.get(status)
         if kind is None:
             raise ValueError(

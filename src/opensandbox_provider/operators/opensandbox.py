@@ -336,11 +336,10 @@ class OpenSandboxOperator(BaseOperator):
             "snapshot": self.snapshot,
         }
 
-    def new_backend(self) -> OpenSandboxBackend:
+    def new_backend(self, **overrides: Any) -> OpenSandboxBackend:
         """The backend that creates, drives and destroys this task's sandbox."""
-        return OpenSandboxBackend(
-            self.opensandbox_conn_id, **self.sandbox_arguments, **self._rendered_arguments()
-        )
+        arguments = {**self.sandbox_arguments, **self._rendered_arguments(), **overrides}
+        return OpenSandboxBackend(self.opensandbox_conn_id, **arguments)
 
     def _do_render_template_fields(
         self,
@@ -373,7 +372,8 @@ class OpenSandboxOperator(BaseOperator):
         super()._do_render_template_fields(self, template_fields, context, jinja_env, seen_oids)
 
         def text(value: Any) -> Any:
-            return _render_text(value, context, jinja_env)
+            # A string rendered as a template of its own, whatever it ends with.
+            return jinja_env.from_string(value).render(context) if isinstance(value, str) else value
 
         if command is not None:
             self.command = text(command)
@@ -662,15 +662,11 @@ class OpenSandboxOperator(BaseOperator):
             raise AirflowTaskTimeout(end.message)
         if isinstance(end, CommandLost):
             raise AirflowException(end.message)
-        if end.stopped is not None:
+        if end.stopped is not None or end.timed_out:
+            how = "killed" if end.stopped is None else end.stopped
             raise AirflowException(
                 f"The command ran out of its {self.command_timeout:g}s in sandbox {sandbox} and "
-                f"was {end.stopped}. Raise command_timeout if it needs longer.{_tail(end)}"
-            )
-        if end.timed_out:
-            raise AirflowException(
-                f"The command ran out of its {self.command_timeout:g}s in sandbox {sandbox} and "
-                f"was killed. Raise command_timeout if it needs longer.{_tail(end)}"
+                f"was {how}. Raise command_timeout if it needs longer.{_tail(end)}"
             )
         if end.exit_code in self.skip_on_exit_code:
             raise AirflowSkipException(f"The command exited {end.exit_code}; skipping the task.")
@@ -847,13 +843,6 @@ def _misread_as_a_script(operator: OpenSandboxOperator) -> bool:
         and command.endswith(tuple(operator.template_ext))
         and any(character.isspace() for character in command)
     )
-
-
-def _render_text(text: Any, context: Context, jinja_env: jinja2.Environment) -> Any:
-    """A string rendered as a template of its own, whatever it ends with."""
-    if not isinstance(text, str):
-        return text
-    return jinja_env.from_string(text).render(context)
 
 
 def _tail(end: CommandEnd) -> str:

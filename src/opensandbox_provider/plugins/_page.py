@@ -130,10 +130,9 @@ def _task_instance(identity: TaskInstanceIdentity | None, airflow_root: str) -> 
         quote(part, safe="")
         for part in ("dags", identity.dag_id, "runs", identity.run_id, "tasks", identity.task_id)
     )
-    if identity.map_index >= 0:
-        path += f"/mapped/{identity.map_index}"
     label = f"{identity.dag_id} / {identity.run_id} / {identity.task_id}"
     if identity.map_index >= 0:
+        path += f"/mapped/{identity.map_index}"
         label += f" [{identity.map_index}]"
     url = escape(f"{airflow_root}/{path}")
     return f"<a href='{url}' data-ui-path='{url}'>{escape(label)}</a>"

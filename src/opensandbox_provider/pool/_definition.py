@@ -121,20 +121,16 @@ class CreationArguments:
     @classmethod
     def of_template(cls, template: CreationTemplate) -> CreationArguments:
         """What a sandbox made as ``template`` says is made with, as a pool's definition says it."""
-        spec = template.spec
-        return cls(
-            # A snapshot replaces the image, so the image a backend also names does not count.
-            image=template.pulled_image,
+        return cls.of(
+            image=template.image,
             snapshot=template.snapshot,
             cpu=template.cpu,
             memory=template.memory,
-            env=template.env or {},
-            network=None if spec is None else _network(spec),
+            spec=template.spec,
             volumes=template.volumes,
-            resources=dict(template.resources),
-            requests=dict(template.requests),
-            # Nothing is pulled for a snapshot, so no login makes another sandbox.
-            registry_conn_id=None if template.snapshot else template.registry_conn_id,
+            resources=template.resources,
+            requests=template.requests,
+            registry_conn_id=template.registry_conn_id,
         )
 
     def policy(self) -> NetworkPolicy | None:

@@ -11,9 +11,8 @@ these calls are awaited on the loop. What a call decides from a sandbox's info i
 from __future__ import annotations
 
 import ssl
-from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from opensandbox_provider._errors import api_exceptions, as_sandbox_errors, status_of
 from opensandbox_provider.execd._execd import EXECD_PORT
@@ -26,23 +25,6 @@ if TYPE_CHECKING:
     from opensandbox.models.sandboxes import SandboxEndpoint
 
     from opensandbox_provider._connection_config import AsyncConnectionConfig
-
-
-T = TypeVar("T")
-
-
-class _Gone(Exception):
-    """The server has no such sandbox: it answered 404."""
-
-
-async def _unless_gone(call: Awaitable[T]) -> T:
-    """What ``call`` returns; :class:`_Gone` when the server answers that it has no sandbox."""
-    try:
-        return await call
-    except api_exceptions() as e:
-        if status_of(e) == 404:
-            raise _Gone from e
-        raise
 
 
 @dataclass(frozen=True)
@@ -84,14 +66,16 @@ class AsyncLifecycle:
         with as_sandbox_errors(f"renew the lease on sandbox {sandbox}"):
             manager = await self._api()
             try:
-                info = await _unless_gone(manager.get_sandbox_info(sandbox))
+                info = await manager.get_sandbox_info(sandbox)
                 if _lifecycle.ended(info):
                     return False
                 lease = _lifecycle.lease_to_renew(info, default_lease=default_lease)
                 if lease is not None:
-                    await _unless_gone(manager.renew_sandbox(sandbox, lease))
-            except _Gone:
-                return False
+                    await manager.renew_sandbox(sandbox, lease)
+            except api_exceptions() as e:
+                if status_of(e) == 404:
+                    return False
+                raise
         return True
 
     async def kill(self, sandbox: str) -> None:
@@ -99,8 +83,10 @@ class AsyncLifecycle:
         with as_sandbox_errors(f"destroy sandbox {sandbox}"):
             manager = await self._api()
             try:
-                await _unless_gone(manager.kill_sandbox(sandbox))
-            except _Gone:
+                await manager.kill_sandbox(sandbox)
+            except api_exceptions() as e:
+                if status_of(e) != 404:
+                    raise
                 _lifecycle.killed(sandbox, done=False)
             else:
                 _lifecycle.killed(sandbox, done=True)

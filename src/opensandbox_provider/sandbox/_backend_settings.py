@@ -5,6 +5,7 @@ operator when its Dag is parsed, so that a mistake fails there without a backend
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 
 from opensandbox_provider.sandbox import _arguments, _resources, _volumes
@@ -14,27 +15,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from opensandbox_provider.sandbox._source import SandboxSource
-
-SETTINGS = (
-    "image",
-    "cpu",
-    "memory",
-    "resources",
-    "cpu_request",
-    "memory_request",
-    "resource_requests",
-    "registry_conn_id",
-    "sandbox_timeout",
-    "ready_timeout",
-    "use_server_proxy",
-    "workdir",
-    "snapshot",
-    "volumes",
-    "pause_when_released",
-    "warm_pool",
-    "park_margin",
-)
-"""The names a backend keeps its settings by, which are all a copy of it carries."""
 
 
 def checked_settings(
@@ -94,3 +74,8 @@ def checked_settings(
         "warm_pool": warm_pool,
         "park_margin": float(park_margin),
     }
+
+
+SETTINGS = (*inspect.signature(checked_settings).parameters, "resource_requests")
+"""The names a backend keeps its settings by, which are all a copy of it carries: each it is
+made with, and the requests checked against its limits."""

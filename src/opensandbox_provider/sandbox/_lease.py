@@ -135,11 +135,9 @@ class Leases:
                 continue
             if not alive:
                 log.info("Sandbox %s has ended; no longer renewing its lease", sandbox)
-                self._forget(sandbox, stop)
+                # Only this thread's own entry: a new hold of the same sandbox may have
+                # replaced it.
+                with self._lock:
+                    if self._held.get(sandbox) is stop:
+                        del self._held[sandbox]
                 return
-
-    def _forget(self, sandbox: str, stop: threading.Event) -> None:
-        # Only this thread's own entry: a new hold of the same sandbox may have replaced it.
-        with self._lock:
-            if self._held.get(sandbox) is stop:
-                del self._held[sandbox]

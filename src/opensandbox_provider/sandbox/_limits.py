@@ -42,11 +42,6 @@ def export_allowance(max_bytes: int) -> float:
     return max(MIN_EXPORT_ALLOWANCE, max_bytes / EXPORT_MIN_RATE)
 
 
-def export_deadline(max_bytes: int) -> float:
-    """When an export starting now must have finished, on the ``time.monotonic`` clock."""
-    return time.monotonic() + export_allowance(max_bytes)
-
-
 def check_export_deadline(path: str, deadline: float, max_bytes: int) -> None:
     """Refuse to go on exporting ``path`` once ``deadline`` has passed."""
     if time.monotonic() > deadline:

@@ -52,10 +52,6 @@ def pause(lifecycle: Lifecycle, sandbox: str) -> bool:
     return True
 
 
-def is_paused(info: SandboxInfo) -> bool:
-    return bool(info.status.state == PAUSED_STATE)
-
-
 def settled(
     lifecycle: Lifecycle,
     info: SandboxInfo,

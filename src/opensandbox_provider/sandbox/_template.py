@@ -5,8 +5,8 @@ reads the backend or derives the policy or the environment again.
 
 How ``block_network`` travels from :meth:`OpenSandboxBackend.create
 <opensandbox_provider.sandbox.OpenSandboxBackend.create>` to the request: ``create`` makes the
-template from its spec, and :meth:`CreationTemplate.of` maps the spec to ``policy`` there,
-once (:func:`~opensandbox_provider.egress._policy.network_policy`: none for an open spec, deny
+template from its spec, mapping the spec to ``policy`` there, once
+(:func:`~opensandbox_provider.egress._policy.network_policy`: none for an open spec, deny
 by default otherwise). A cold create sends ``policy`` as the SDK's ``network_policy``; a warm
 pool serves the template only when the network fields of its ``spec`` are those its sandboxes
 were warmed with; a server pool sends none, as the server refuses one with a pool. Whichever
@@ -15,12 +15,9 @@ made the sandbox, the backend then proves that its egress sidecar enforces ``pol
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
-
-from opensandbox_provider.egress import _policy
-from opensandbox_provider.sandbox import _arguments
 
 if TYPE_CHECKING:
     from airflow.providers.common.ai.sandbox.base import SandboxSpec
@@ -57,45 +54,6 @@ class CreationTemplate:
     """The connection naming the server, which a warm pool must share."""
     metadata: Mapping[str, str] = field(default_factory=dict)
     """Stamped on the sandbox: whose it is, its name, its lease, and its tags if provisioned."""
-
-    @classmethod
-    def of(
-        cls,
-        spec: SandboxSpec | None,
-        *,
-        image: str,
-        snapshot: str | None,
-        cpu: str,
-        memory: str,
-        resources: Mapping[str, str],
-        requests: Mapping[str, str],
-        registry_conn_id: str | None,
-        volumes: Sequence[Mount],
-        lease: float,
-        ready_timeout: float,
-        conn_id: str | None,
-    ) -> CreationTemplate:
-        """
-        The template for ``spec`` with a backend's arguments. Raises
-        :class:`~airflow.providers.common.ai.sandbox.base.SandboxTerminalError` for a spec
-        whose policy cannot be enforced or whose environment cannot be sent.
-        """
-        return cls(
-            image=image,
-            snapshot=snapshot,
-            cpu=cpu,
-            memory=memory,
-            resources=dict(resources),
-            requests=dict(requests),
-            registry_conn_id=registry_conn_id,
-            spec=spec,
-            policy=_policy.network_policy(spec),
-            env=_arguments.environment(spec),
-            volumes=tuple(volumes),
-            lease=lease,
-            ready_timeout=ready_timeout,
-            conn_id=conn_id,
-        )
 
     def stamped(self, metadata: Mapping[str, str]) -> CreationTemplate:
         """The same template, the sandbox to be stamped with ``metadata``."""

@@ -89,35 +89,10 @@ class OpenSandboxBackend(AttachableSandboxBackend):
     :class:`~opensandbox_provider.hooks.opensandbox.OpenSandboxHook`), and a generic
     connection of the shape common-ai's built-in backend reads works too.
 
-    Network policy is set at create and proven before use: a deny-by-default spec is sent as
-    a policy, and a sandbox whose egress sidecar does not enforce it at the address layer is
-    destroyed and the task fails. The proof is made before the sandbox's first command and
-    never after: every route to the sidecar passes through the sandbox, so a later read would
-    hand the guest the sidecar's token (docs/egress.rst). An open spec sends no policy, so a
-    server without the sidecar runs it.
-
-    Commands run over execd's event stream, read here rather than through the SDK: held to
-    ``max_output_bytes`` and returned at execd's terminal event. A stream that breaks, or
-    stays silent for ``STALL_WINDOW`` seconds (past the command's deadline at once, before it
-    only when execd answers no ping either), has the command's end read from execd's status;
-    a sandbox that cannot say how its command ended, or whose stream is still open
-    ``MAX_STREAM_PAST_DEADLINE`` seconds past the deadline, is destroyed to end it
-    (:mod:`~opensandbox_provider.execd._execd`). execd enforces each command's deadline
-    itself, so a command out of time is killed and the sandbox and its files stay.
-
-    A sandbox's server-side lifetime is a lease: while something holds it (the toolset
-    that created it, or a task attached to it) it is renewed to one lease from now, three
-    times per lease, so a long run never meets the lifetime, and a worker that dies stops
-    renewing and its sandbox is reclaimed within one lease. The lease is the creator's
-    ``sandbox_timeout``, stamped on the sandbox, whichever backend holds it, and a renewal
-    never moves the expiry earlier than the server has it. A sandbox provisioned for a tool
-    call that common-ai's ``AirflowDurability`` journals is kept past its run until its try
-    ends: a try that fails with a retry to come parks it, and the next try adopts it
-    (:mod:`~opensandbox_provider.sandbox._parking`). A task can provision a sandbox
-    with ``SandboxSpec(owner=...)`` for another to attach to; the ownership tags are kept
-    as sandbox metadata (see :mod:`~opensandbox_provider._tags`), and such a
-    sandbox waits for its tasks, unheld, for one lease at a time; with
-    ``pause_when_released`` it waits paused, and whatever reaches for it next resumes it.
+    Each sandbox's story (the egress policy proven before its first command, commands read
+    from execd's event stream under their deadlines, the lease renewed while it is held, a
+    durable agent's sandbox parked across retries, one provisioned for other tasks to attach
+    to) is told in :doc:`/backend`.
 
     :param opensandbox_conn_id: The connection naming the server, or ``None`` for the
         ``OPEN_SANDBOX_DOMAIN`` and ``OPEN_SANDBOX_API_KEY`` environment variables.
@@ -318,7 +293,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         except (ValueError, DeploymentUnknownError) as e:
             raise SandboxTerminalError(f"Could not create a sandbox: {e}") from e
         config = self._connection_config()
-        slot = self._durable_slot(spec)
+        # A sandbox provisioned for other tasks waits for them, never for a retry.
+        provisioned = spec is not None and spec.owner is not None
+        slot = None if provisioned else _parking.durable_slot(spec, margin=self.park_margin)
         if slot is not None:
             adopted = self._adopt_parked(slot)
             if adopted is not None:
@@ -383,17 +360,23 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         return sdk.id
 
     def creation_template(self, spec: SandboxSpec | None) -> CreationTemplate:
-        """What a sandbox for ``spec`` is created with: this backend's arguments and the spec's."""
-        return CreationTemplate.of(
-            spec,
+        """
+        What a sandbox for ``spec`` is created with: this backend's arguments and the spec's.
+        Raises ``SandboxTerminalError`` for a spec whose policy cannot be enforced or whose
+        environment cannot be sent.
+        """
+        return CreationTemplate(
             image=self.image,
             snapshot=self.snapshot,
             cpu=self.cpu,
             memory=self.memory,
-            resources=self.resources,
-            requests=self.resource_requests,
+            resources=dict(self.resources),
+            requests=dict(self.resource_requests),
             registry_conn_id=self.registry_conn_id,
-            volumes=self.volumes,
+            spec=spec,
+            policy=_policy.network_policy(spec),
+            env=_arguments.environment(spec),
+            volumes=tuple(self.volumes),
             lease=self.sandbox_timeout,
             ready_timeout=self.ready_timeout,
             conn_id=self.opensandbox_conn_id,
@@ -414,7 +397,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         info = _pause.settled(self._lifecycle, info, within=self.ready_timeout)
         # Endpoints are resolved after the resume: a runtime may move them across a pause.
         resumed = None
-        if _pause.is_paused(info):
+        if info.status.state == _pause.PAUSED_STATE:
             resumed = _pause.resume(self._lifecycle, handle, within=self.ready_timeout)
         sdk = connect(handle, config=config, ready_timeout=self.ready_timeout)
         record = SandboxRecord.reconnected(
@@ -680,12 +663,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         return self._lifecycle.info(sandbox, doing=doing)
 
     # --- Park: a durable agent's sandbox across its task's retries ---
-
-    def _durable_slot(self, spec: SandboxSpec | None) -> DurableSlot | None:
-        # A sandbox provisioned for other tasks waits for them, never for a retry.
-        if spec is not None and spec.owner is not None:
-            return None
-        return _parking.durable_slot(spec, margin=self.park_margin)
 
     def _adopt_parked(self, slot: DurableSlot) -> str | None:
         """

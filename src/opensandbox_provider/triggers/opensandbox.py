@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,6 +17,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from opensandbox_provider._clients import execd_client
 from opensandbox_provider._errors import quoted, transport_errors
+from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider._output_log import OutputLog
 from opensandbox_provider.execd._background import BackgroundCommand, OutputPiece
 from opensandbox_provider.execd._command_status import CommandStatus
@@ -100,39 +102,14 @@ def _as_streamed(text: str) -> str:
 
 class OpenSandboxCommandTrigger(BaseTrigger):
     """
-    Polls a background command in a sandbox until it ends, logging new output as it comes.
+    Polls a background command in a sandbox until it ends, logging new output as it comes and
+    renewing the sandbox's lease meanwhile; :doc:`/operator`, "A long command, deferred", says
+    what it does on each failure, restart, deadline and kill.
 
-    It renews the sandbox's lease as soon as it starts, every third of a lease while it waits,
-    and once more right before its event, so a long command never meets the sandbox's lifetime,
-    a triggerer that took the trigger over after a restart finds the sandbox alive, and the
-    worker that takes the event finds a whole lease; a triggerer that dies stops renewing and
-    the server reclaims the sandbox within one lease.
-
-    Every failure to reach the server or execd, or an answer that cannot be read, is retried
-    at the next poll; only when nothing has been answered in full for
-    :attr:`unreachable_grace` seconds does the wait end as an error. A renewal that says the
-    sandbox is gone ends it at once.
-
-    Everything it needs is in its serialized arguments, deadlines included as wall-clock
-    times, so a restarted triggerer takes it up where it was deferred. Airflow keeps no later
-    state of a trigger, so its cursors are those it was deferred with: it first looks how large
-    each stream's output has grown, and logs again only its last ``max_output_bytes``, after a
-    note saying how much came before.
-
-    ``task_deadline_at`` is when the task's ``execution_timeout`` runs out; the trigger ends
-    a little before it, so the worker can destroy the sandbox and fail the task as timed out.
-
-    ``stop_at`` is when the command runs out of its ``command_timeout``: the trigger then stops
-    it gracefully, SIGTERM to the process group recorded in ``group_file`` and SIGKILL after
-    ``termination_grace_period`` (see :mod:`..operators._stop`), and goes on waiting for its
-    end, which its event then says was a stop. A trigger without them leaves the command to
-    execd's deadline.
-
-    ``secrets`` are the values of the task's ``private_env``: the trigger registers each with
-    Airflow's secrets masker before it logs anything, and masks its event with it, so neither
-    the triggerer's log nor the event Airflow logs and stores shows one the command printed.
-    They travel in the trigger's arguments, which Airflow keeps encrypted with its Fernet key
-    and never shows through its API, as it does a connection's password.
+    Everything it needs is in its serialized arguments, deadlines as wall-clock times, so a
+    restarted triggerer takes it up where it was deferred. ``secrets`` are the values of the
+    task's ``private_env``, masked before anything is logged and in its event; they travel in
+    its arguments, which Airflow keeps encrypted with its Fernet key, as a connection's password.
 
     It fires one event: ``{"status": "ended", "sandbox", "exit_code", "stdout", "stderr",
     "timed_out"}`` with each stream's tail (and ``"stopped"``, saying how, when its stop ended
@@ -194,25 +171,12 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         self._stopped: str | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        # Every argument as it stands now, but the one cursor of an earlier release's trigger,
+        # which ``cursors`` holds.
+        names = inspect.signature(OpenSandboxCommandTrigger.__init__).parameters
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "sandbox": self.sandbox,
-                "command_id": self.command_id,
-                "opensandbox_conn_id": self.opensandbox_conn_id,
-                "command_timeout": self.command_timeout,
-                "sandbox_timeout": self.sandbox_timeout,
-                "output_paths": self.output_paths,
-                "deadline_at": self.deadline_at,
-                "task_deadline_at": self.task_deadline_at,
-                "poll_interval": self.poll_interval,
-                "max_output_bytes": self.max_output_bytes,
-                "cursors": self.cursors,
-                "secrets": self.secrets,
-                "group_file": self.group_file,
-                "termination_grace_period": self.termination_grace_period,
-                "stop_at": self.stop_at,
-            },
+            {name: getattr(self, name) for name in names if name not in ("self", "cursor")},
         )
 
     def _lifecycle(self) -> AsyncLifecycle:
@@ -295,7 +259,8 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 watch.last_answer = time.monotonic()
             if (past := self._past_a_deadline()) is not None:
                 return past
-            if self._stop_due():
+            stop_due = self.stop_at is not None and time.time() >= self.stop_at
+            if stop_due and self._stopped is None and self.group_file is not None:
                 await self._stop("timed out", lifecycle)
             await asyncio.sleep(self.poll_interval)
 
@@ -336,14 +301,6 @@ class OpenSandboxCommandTrigger(BaseTrigger):
                 f"{self.command_id}; it may have restarted."
             )
         return None
-
-    def _stop_due(self) -> bool:
-        return (
-            self.stop_at is not None
-            and self._stopped is None
-            and self.group_file is not None
-            and time.time() >= self.stop_at
-        )
 
     async def _stop(self, why: str, lifecycle: AsyncLifecycle) -> None:
         """Stop the command gracefully, and remember how, for the event; log how it went."""
@@ -538,17 +495,8 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             # the triggerer's supervisor. tests/unit/test_airflow_internals.py fails if it moves.
             from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-            states = await asyncio.to_thread(
-                RuntimeTaskInstance.get_task_states,
-                dag_id=ti.dag_id,
-                task_ids=[ti.task_id],
-                run_ids=[ti.run_id],
-                map_index=ti.map_index,
-            )
+            identity = TaskInstanceIdentity.of(ti)
+            return await asyncio.to_thread(identity.state, RuntimeTaskInstance.get_task_states)
         except Exception as e:
             self.log.warning("Could not read the state of the task of %s: %s", self.sandbox, e)
             return None
-        key = ti.task_id if ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
-        state = (states.get(ti.run_id) or {}).get(key)
-        # A TaskInstanceState is a str whose hash is not its value's.
-        return None if state is None else str(getattr(state, "value", state))

@@ -335,7 +335,6 @@ def test_a_command_whose_events_no_parser_could_take_still_ends(execd_answering)
     streamed = execd.run("true", timeout_ms=1000, max_output_bytes=100, cwd=None)
     assert streamed.ending is not None and streamed.ending.exit_code is None
     assert streamed.parser.stdout.text() == "hi\n"
-    assert streamed.parser.unreadable_frames == 1
 
 
 def test_a_listing_answered_with_other_than_json_says_so(execd_answering) -> None:

@@ -18,7 +18,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxError
 from opensandbox_provider.sandbox._limits import (
     byte_budget,
     check_export_deadline,
-    export_deadline,
+    export_allowance,
     validate_positive_finite,
 )
 
@@ -90,7 +90,9 @@ def test_a_positive_finite_number_is_accepted_as_common_ai_accepts_it(value: Any
 def test_the_export_deadline_is_common_ais(
     max_bytes: int, frozen_clock: Callable[[float], None]
 ) -> None:
-    assert export_deadline(max_bytes) == common_ai("_export_deadline")(max_bytes)
+    assert time.monotonic() + export_allowance(max_bytes) == common_ai("_export_deadline")(
+        max_bytes
+    )
 
 
 @pytest.mark.parametrize("max_bytes", SIZES)
@@ -98,7 +100,7 @@ def test_the_export_deadline_is_common_ais(
 def test_an_overrun_export_is_ended_with_common_ais_message(
     max_bytes: int, late_by: float, frozen_clock: Callable[[float], None]
 ) -> None:
-    deadline = export_deadline(max_bytes)
+    deadline = time.monotonic() + export_allowance(max_bytes)
     frozen_clock(deadline + late_by)
     ours = raised(check_export_deadline, "/tmp/out.bin", deadline, max_bytes)
     assert ours == raised(common_ai("_check_export_deadline"), "/tmp/out.bin", deadline, max_bytes)
