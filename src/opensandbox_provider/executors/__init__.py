@@ -1,10 +1,7 @@
 """
 The OpenSandboxExecutor, an executor for Airflow 3.3 and later: each task try in a sandbox of
-its own.
-
-It is built on the executor interface of Airflow 3.3 (its workloads, and the helper that says
-where the execution API answers), which earlier lines lack, so on them importing it fails with
-a sentence saying so rather than with a missing name.
+its own. Earlier lines lack the executor interface it is built on, so there importing it fails
+with a sentence saying so rather than with a missing name.
 """
 
 from __future__ import annotations

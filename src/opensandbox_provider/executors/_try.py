@@ -1,12 +1,7 @@
 """
 One task try in a sandbox of its own, from its creation to its destruction, on a thread of the
-executor's: the scheduler's loop only hands tries out and collects how they ended.
-
-The try's state is the Task SDK's to report, to the API server, from inside the sandbox; what
-this module reports is how the sandbox's process ended, which Airflow's scheduler compares with
-that state. A sandbox that ends before the Task SDK said how the try went (killed from outside,
-its lease run out) is reported failed once, with a sentence saying so, which the scheduler puts
-in the task's audit log, and which the try's log gets too.
+executor's: the scheduler's loop only hands tries out and collects how they ended (see
+docs/executor.rst, "State, and the sandbox's end as a backstop").
 """
 
 from __future__ import annotations
@@ -56,16 +51,6 @@ class TryOutcome:
     key: TaskInstanceKey
     succeeded: bool
     info: str | None = None
-
-
-def identity_of(key: TaskInstanceKey) -> TaskInstanceIdentity:
-    return TaskInstanceIdentity(
-        dag_id=key.dag_id,
-        task_id=key.task_id,
-        run_id=key.run_id,
-        map_index=key.map_index,
-        try_number=key.try_number,
-    )
 
 
 def log_path_of(key: TaskInstanceKey) -> str:
@@ -176,7 +161,9 @@ class SandboxTry:
         assert workload is not None
         spec = spec_for(self.settings, workload.bundle_info.name)
         started = time.monotonic()
-        self.sandbox = self.backend.create(spec=spec, identity=identity_of(self.key))
+        self.sandbox = self.backend.create(
+            spec=spec, identity=TaskInstanceIdentity(**self.key._asdict())
+        )
         if self._ending.is_set():
             return self._failed("The try was ended while its sandbox was being made.")
         self.backend.write_file(

@@ -43,19 +43,8 @@ T = TypeVar("T")
 class OpenSandboxExecutor(BaseExecutor):
     """
     Run each task try in a sandbox of its own on an OpenSandbox server, with no worker beside
-    the scheduler (see :doc:`/executor`).
-
-    A try's sandbox is made from ``[opensandbox_executor] image`` or ``snapshot``, which must
-    hold the Task SDK at the scheduler's version; a task's
-    ``executor_config={"opensandbox": {...}}`` overrides its image, snapshot, cpu, memory,
-    resources, env and the hosts it may reach. The sandbox reaches the API server's execution
-    API and nothing else, gets the try's Dag file from the scheduler's bundle, and runs the
-    workload with the Task SDK's own entry point, which reports the try's state to the API
-    server itself. A sandbox that ends first fails the try once, saying so. The try's log is
-    read from the sandbox while it runs and copied to the scheduler's log folder before the
-    sandbox is destroyed. Every sandbox carries the deployment's id and the try's identity, by
-    which a restarted scheduler adopts the tries still running, and its lease lapses if no
-    scheduler holds it.
+    the scheduler: the Task SDK inside reports the try's state, the executor how its sandbox's
+    process ended (see :doc:`/executor`).
     """
 
     # The Task SDK's supervisor writes the log inside the sandbox; nothing is served from here.
@@ -257,12 +246,7 @@ class OpenSandboxExecutor(BaseExecutor):
     def _sandboxes_of(self, key: TaskInstanceKey) -> list[SandboxSummary]:
         """The running sandboxes of the try ``key`` names, made by this deployment."""
         return OpenSandboxHook(self.settings.conn_id).list_sandboxes(
-            dag_id=key.dag_id,
-            task_id=key.task_id,
-            run_id=key.run_id,
-            map_index=key.map_index,
-            try_number=key.try_number,
-            states=["Running"],
+            **key._asdict(), states=["Running"]
         )
 
     @staticmethod
