@@ -74,34 +74,28 @@ def get_provider_info() -> dict[str, Any]:
             "opensandbox": {
                 "description": "Settings of the OpenSandbox provider, read by every process.\n",
                 "options": {
-                    "deployment_id": {
-                        "description": (
-                            "The id stamped on every sandbox this Airflow deployment makes; a "
-                            "retry, the hook's listing, the Sandboxes view, the maintenance "
-                            "cleanup and a warm pool's draw act only on sandboxes carrying it. "
-                            "Empty: an id made once and kept in this deployment's metadata "
-                            "database as the Variable opensandbox_deployment_id. Set it the same "
-                            "in every process of one deployment, and differently for each "
-                            "deployment sharing a server.\n"
-                        ),
-                        "version_added": None,
-                        "type": "string",
-                        "example": "production",
-                        "default": "",
-                    },
-                    "sandboxes_view": {
-                        "description": (
-                            "Show the Sandboxes view in the Airflow 3 UI (Browse, and each task "
-                            "instance's Sandboxes tab) and serve its pages under /opensandbox on "
-                            "the api-server. False leaves the plugin empty; the hook's listing "
-                            "and kill work either way. Read once when a process loads its "
-                            "plugins, so a change takes a restart of the api-server.\n"
-                        ),
-                        "version_added": "1.1.0",
-                        "type": "boolean",
-                        "example": "False",
-                        "default": "True",
-                    },
+                    "deployment_id": _option(
+                        "The id stamped on every sandbox this Airflow deployment makes; a "
+                        "retry, the hook's listing, the Sandboxes view, the maintenance "
+                        "cleanup and a warm pool's draw act only on sandboxes carrying it. "
+                        "Empty: an id made once and kept in this deployment's metadata "
+                        "database as the Variable opensandbox_deployment_id. Set it the same "
+                        "in every process of one deployment, and differently for each "
+                        "deployment sharing a server.",
+                        example="production",
+                        default="",
+                        version_added=None,
+                    ),
+                    "sandboxes_view": _option(
+                        "Show the Sandboxes view in the Airflow 3 UI (Browse, and each task "
+                        "instance's Sandboxes tab) and serve its pages under /opensandbox on "
+                        "the api-server. False leaves the plugin empty; the hook's listing "
+                        "and kill work either way. Read once when a process loads its "
+                        "plugins, so a change takes a restart of the api-server.",
+                        example="False",
+                        default="True",
+                        type_="boolean",
+                    ),
                 },
             },
             "opensandbox_executor": {
@@ -236,12 +230,17 @@ def get_provider_info() -> dict[str, Any]:
 
 
 def _option(
-    description: str, *, default: str, example: str | None = None, type_: str = "string"
+    description: str,
+    *,
+    default: str,
+    example: str | None = None,
+    type_: str = "string",
+    version_added: str | None = "1.1.0",
 ) -> dict[str, Any]:
-    """One option of a config section, as Airflow's provider schema has it (new in 1.1.0)."""
+    """One option of a config section, as Airflow's provider schema has it."""
     return {
         "description": description + "\n",
-        "version_added": "1.1.0",
+        "version_added": version_added,
         "type": type_,
         "example": example,
         "default": default,
