@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airflow.providers.common.compat.sdk import Asset, ObjectStoragePath
+from airflow.providers.common.compat.sdk import Asset, ObjectStoragePath, XComArg
 
-# What marks a string as a template: its value is known only when the task runs, and an asset
-# is a fixed name that Airflow records when it parses the Dag.
-_TEMPLATE_MARKS = ("{{", "{%", "{#")
+
+def rendered_later(value: Any) -> bool:
+    """Whether a value is a template or an upstream task's output, known only at run time."""
+    if isinstance(value, XComArg):
+        return True
+    return isinstance(value, str) and any(mark in value for mark in ("{{", "{%", "{#"))
 
 
 def declared_assets(locations: Iterable[Any]) -> list[Asset]:
@@ -55,11 +58,9 @@ def _asset_of(location: Any) -> Asset | None:
         # Without the connection id an ObjectStoragePath may carry (s3://conn@bucket/key):
         # the asset is the stored object, whichever connection reaches it.
         return Asset(uri=f"{location.protocol}://{location.path}")
-    if (
-        isinstance(location, str)
-        and "://" in location
-        and not any(mark in location for mark in _TEMPLATE_MARKS)
-    ):
+    # A template's value is known only when the task runs, and an asset is a fixed name that
+    # Airflow records when it parses the Dag.
+    if isinstance(location, str) and "://" in location and not rendered_later(location):
         return _asset_of(ObjectStoragePath(location))
     return None
 

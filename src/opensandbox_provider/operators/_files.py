@@ -57,11 +57,10 @@ def copy_outputs(
     max_bytes: int,
 ) -> dict[str, int]:
     """Copy each sandbox path to its target; return the bytes each one took."""
-    copied = {}
-    for path, target in outputs.items():
-        destination = storage_path(target)
-        copied[path] = _copy_into_place(backend, sandbox, path, destination, max_bytes=max_bytes)
-    return copied
+    return {
+        path: _copy_into_place(backend, sandbox, path, storage_path(target), max_bytes=max_bytes)
+        for path, target in outputs.items()
+    }
 
 
 def _copy_into_place(

@@ -15,7 +15,6 @@ from airflow.providers.common.compat.sdk import (
     AirflowSkipException,
     AirflowTaskTimeout,
     BaseOperator,
-    XComArg,
     conf,
     mask_secret,
     redact,
@@ -29,6 +28,7 @@ from opensandbox_provider.operators._assets import (
     add_new,
     declared_assets,
     declared_inputs,
+    rendered_later,
     shown,
 )
 from opensandbox_provider.operators._command_end import (
@@ -297,7 +297,7 @@ class OpenSandboxOperator(BaseOperator):
         known = {
             name: value
             for name, value in self._rendered_arguments().items()
-            if not _rendered_later(value)
+            if not rendered_later(value)
         }
         for limit in ("cpu", "memory"):
             if limit not in known:
@@ -822,13 +822,6 @@ class OpenSandboxOperator(BaseOperator):
                 self.sandbox_arguments["sandbox_timeout"],
                 exc_info=True,
             )
-
-
-def _rendered_later(value: Any) -> bool:
-    """Whether a value is a template or an upstream task's output, known only at run time."""
-    if isinstance(value, XComArg):
-        return True
-    return isinstance(value, str) and any(mark in value for mark in ("{{", "{%", "{#"))
 
 
 def _misread_as_a_script(operator: OpenSandboxOperator) -> bool:
