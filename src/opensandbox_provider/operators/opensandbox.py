@@ -112,21 +112,11 @@ class OpenSandboxOperator(BaseOperator):
     """
     Run ``command`` in a new sandbox on an OpenSandbox server, then destroy the sandbox.
 
-    The sandbox is created exactly as :class:`~opensandbox_provider.sandbox.OpenSandboxBackend`
-    creates one, since it is that backend that creates it: the same resources, metadata and
-    network policy, and the same fail-closed proof that a deny-by-default policy is enforced
-    before anything runs. ``files`` are written before the command, the command's output is
-    logged line by line as it is printed, ``outputs`` are copied out after it succeeds, and
-    the sandbox is destroyed however the task ends, on kill too.
-
-    Exit code 0 succeeds and returns ``{"exit_code": 0, "stdout": <tail>}``, or the JSON
-    document the command wrote to ``xcom_path``; a code in ``skip_on_exit_code`` skips the
-    task, as for ``BashOperator``; any other fails it, quoting the last lines of stderr.
-
-    With ``deferrable=True`` the command is started in the background and the task defers to
-    :class:`~opensandbox_provider.triggers.opensandbox.OpenSandboxCommandTrigger`, which logs
-    its output from the triggerer and keeps the sandbox alive until it ends; the worker comes
-    back only to copy the outputs and destroy the sandbox.
+    :class:`~opensandbox_provider.sandbox.OpenSandboxBackend` creates the sandbox, with its
+    network policy and fail-closed proof. Exit code 0 returns ``{"exit_code": 0, "stdout":
+    <tail>}`` or the JSON in ``xcom_path``; a code in ``skip_on_exit_code`` skips the task; any
+    other fails it, quoting stderr's last lines. ``deferrable=True`` waits in the triggerer
+    (see :doc:`/operator`).
 
     :param command: The shell command to run, or the name of a ``.sh`` or ``.bash`` file in
         the Dag's folder or ``template_searchpath`` whose rendered text is run, as for
