@@ -34,20 +34,8 @@ def set_up_commands(requirements: Sequence[str], pip_args: Sequence[str]) -> lis
         f"{{ echo {shlex.quote(_NO_PYTHON)} >&2; exit 127; }}; "
         f'"$python" -m venv {VENV}'
     )
-    install = shlex.join(
-        [
-            VENV_PYTHON,
-            "-m",
-            "pip",
-            "install",
-            "--no-input",
-            "--disable-pip-version-check",
-            "--no-cache-dir",
-            *pip_args,
-            *requirements,
-        ]
-    )
-    return [make, install]
+    pip = [VENV_PYTHON, "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
+    return [make, shlex.join([*pip, "--no-cache-dir", *pip_args, *requirements])]
 
 
 def checked_requirements(
