@@ -1,14 +1,10 @@
 """
-The task instance a sandbox belongs to, as OpenSandbox metadata.
-
-A retry, a cleanup Dag or an admin finds a task's sandboxes by these keys, so each value
-must pass OpenSandbox's label rules: at most 63 characters of ``[A-Za-z0-9-_.]``,
-alphanumeric at both ends. A value that already passes is stored as it is, so a filter on
-it is the plain id; one that does not (a run id with ``:`` or ``+``, a long dag id) keeps a
-readable prefix of its allowed characters and ends with a hash of the whole value, so two
-different ids never share a label. Such a value is stored once more, losslessly, under
-``airflow-ti/`` (in the chunks :mod:`~opensandbox_provider._tags` writes), so
-that a cleanup Dag can ask Airflow about the task instance by its real ids.
+The task instance a sandbox belongs to, as OpenSandbox metadata (docs/operator.rst, "Retries and
+finding a task's sandbox"). A value that keeps to OpenSandbox's label rules is stored as it is,
+so a filter on it is the plain id; one that breaks them keeps a readable prefix and ends with a
+hash of the whole value, so two different ids never share a label, and is stored once more,
+losslessly, under ``airflow-ti/``, so that a cleanup can ask Airflow about the task instance by
+its real ids.
 """
 
 from __future__ import annotations

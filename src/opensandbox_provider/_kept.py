@@ -1,14 +1,8 @@
 """
-A sandbox kept after its task ended, for someone to look into: until when, in its metadata.
-
-A task may keep its sandbox (``on_finish_action``): it then carries the time it is kept until,
-and everything that would otherwise end a task's sandbox once no try of the task uses it (a
-retry's kill of earlier tries' sandboxes, the maintenance cleanup) leaves it alone until then.
-The server ends it at the same time, since its lease is renewed to exactly then and nothing
-renews it after.
-
-A durable agent's sandbox is kept the same way while it waits for its task's next try, and is
-marked parked too, with the slot it serves (:mod:`~opensandbox_provider.sandbox._parking`).
+A sandbox kept after its task ended, for someone to look into (``on_finish_action``, see
+docs/operator.rst, "Keeping a sandbox after the task"): until when, in its metadata, which a
+retry's kill and the maintenance cleanup read to leave it alone until then. A durable agent's
+sandbox is kept the same way (:mod:`~opensandbox_provider.sandbox._parking`).
 """
 
 from __future__ import annotations

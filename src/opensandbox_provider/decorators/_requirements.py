@@ -1,12 +1,7 @@
 """
 A decorated function's ``requirements``: a virtual environment holding them, installed once in
-a prepared snapshot that every later run of the same inputs starts from, on any worker.
-
-The snapshot is named for the deployment and a hash of its inputs (the image or snapshot it
-starts from, the set-up commands, which hold the requirements and ``pip_args``, and the
-set-up's environment), so a run whose inputs are unchanged finds it and installs nothing, a
-changed requirement makes a new one, and so does a run that finds it older than
-``snapshot_max_age`` (:func:`~opensandbox_provider.sandbox.prepare_snapshot`).
+a prepared snapshot named for a hash of its inputs, which every later run of the same inputs
+starts from, on any worker (docs/decorator.rst, "Its packages, by name: ``requirements``").
 """
 
 from __future__ import annotations

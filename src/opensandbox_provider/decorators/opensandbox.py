@@ -222,11 +222,8 @@ def opensandbox_task(
         ``requirements`` when there are any.
     :param requirements: Packages the function imports, as pip takes them
         (``["pandas==2.2.3"]``): installed once into a virtual environment of a prepared
-        snapshot, named for a hash of the image (or ``snapshot``), the requirements,
-        ``pip_args`` and ``setup_spec.env``, and reused by every later run with the same
-        inputs on any worker (see :doc:`/decorator`). The snapshot stays on the server for
-        later runs, until ``snapshot_max_age`` has it made again or the maintenance cleanup
-        removes it once unused (see :doc:`/prepared-environments`).
+        snapshot that every later run with the same inputs reuses, on any worker (see
+        :doc:`/decorator`).
     :param pip_args: Arguments of the ``pip install`` before the requirements, such as
         ``["--index-url", "https://pypi.internal/simple"]``.
     :param setup_spec: The spec of the sandbox the requirements are installed in, which needs
