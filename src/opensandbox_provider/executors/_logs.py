@@ -1,8 +1,6 @@
 """
-A try's log: read from its sandbox while the sandbox lives, and copied, before the sandbox is
-destroyed, to the scheduler's log folder, where Airflow's FileTaskHandler reads it as it reads
-a LocalExecutor try's. KubernetesExecutor serves a running pod's log the same way, from the
-pod, and leaves the finished one to remote logging; this executor keeps it itself.
+A try's log: read from its sandbox while the sandbox lives, and copied to the scheduler's log
+folder before the sandbox is destroyed (docs/executor.rst, "Logs").
 """
 
 from __future__ import annotations

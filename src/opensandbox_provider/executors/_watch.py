@@ -1,9 +1,8 @@
 """
-Tries whose task instance Airflow has ended while their sandbox still runs: marked failed or
-success in the UI, or cleared. The Task SDK inside hears of it only at its next heartbeat and
-then takes its time ending; the executor, in the scheduler, reads the states from the metadata
-database and destroys such a try's sandbox itself, a few seconds after, so a task marked failed
-has no sandbox within the ten seconds a user watching the UI expects.
+Tries whose task instance Airflow has ended (marked in the UI, or cleared) while their sandbox
+still runs. The Task SDK inside hears of it only at its next heartbeat and takes its time
+ending, so the executor destroys such a sandbox itself, within the ten seconds a user watching
+the UI expects.
 """
 
 from __future__ import annotations

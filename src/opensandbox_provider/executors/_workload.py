@@ -1,12 +1,9 @@
 """
-How a try runs inside its sandbox: where its files go, what its environment says, and the
-command, the Task SDK's own entry point.
-
-The sandbox is an Airflow home of its own: the Dag file, uploaded from the scheduler's copy of
-the bundle, sits in a local bundle of the same name, so the Task SDK finds it where the workload
-says; the workload goes in as a file (its token never appears in a command line, which the
-backend logs and ``ps`` shows); and the try's log is written under the home's log folder, where
-the executor reads it while the sandbox lives and copies it out before destroying it.
+How a try runs inside its sandbox, an Airflow home of its own: where its files go, what its
+environment says, and the command, the Task SDK's own entry point. The Dag file sits in a local
+bundle named as the scheduler's, so the Task SDK finds it where the workload says; the workload
+goes in as a file, so its token never appears in a command line, which the backend logs and
+``ps`` shows.
 """
 
 from __future__ import annotations

@@ -25,18 +25,10 @@ if TYPE_CHECKING:
 
 class OpenSandboxCleanupOperator(BaseOperator):
     """
-    Kill the sandboxes this provider made whose task instance no try will use again: one in
-    a finished state, failed with retries left, cleared, or gone. A task instance that is
-    scheduled, queued, running, deferred, restarting, waiting to be rescheduled or for input
-    keeps its sandboxes, as does one in a state this provider does not know.
-
-    Then it removes the snapshots this deployment prepared (``prepare_snapshot``,
-    ``@task.opensandbox(requirements=...)``) that no task has used for
-    ``unused_snapshot_age``, except one being made or one a sandbox still runs from (see
-    :doc:`/prepared-environments`).
-
-    Needs Airflow 3: it reads task instance states through the Task SDK. Returns the ids
-    killed, each also logged with the state that decided it; each snapshot removed is logged.
+    Kill the sandboxes this provider made whose task instance no try will use again, then
+    remove the snapshots this deployment prepared that no task has used for
+    ``unused_snapshot_age`` (see :doc:`/operator`, "Cleaning up leaked sandboxes"). Needs
+    Airflow 3, whose Task SDK it reads task instance states through. Returns the ids killed.
 
     :param opensandbox_conn_id: The OpenSandbox connection whose server is cleaned.
     :param dag_ids: Only these Dags' sandboxes; every Dag's when empty. Templated. Snapshots
