@@ -129,11 +129,7 @@ def creation_metadata(
     identity: Mapping[str, str],
     deployment: str,
 ) -> dict[str, str]:
-    """
-    Who made a new sandbox (the ``deployment`` and the task instance's ``identity`` metadata,
-    empty outside a task), a name to find it by, its lease, and the tags of one provisioned
-    for a task.
-    """
+    """Who made a new sandbox, a name to find it by, its lease, and a provisioned one's tags."""
     metadata = {
         **CREATED_BY,
         DEPLOYMENT_KEY: deployment,

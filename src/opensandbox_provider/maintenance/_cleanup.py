@@ -27,12 +27,8 @@ def kill_leaked_sandboxes(
 ) -> list[str]:
     """
     Kill every sandbox this provider made for a task instance in a state that never comes
-    back to it; return their ids. ``dag_ids`` keeps to those Dags' sandboxes.
-
-    Left alone: sandboxes made outside a task (no identity, or one whose ids cannot be read
-    exactly), sandboxes provisioned for other tasks to attach to (they outlive their creator
-    by design), sandboxes a task kept for someone to look into, until their time is up, and
-    other creators' sandboxes (the hook lists only this provider's).
+    back to it; return their ids. ``dag_ids`` keeps to those Dags' sandboxes. What it leaves
+    alone is docs/operator.rst's, "Cleaning up leaked sandboxes".
     """
     killed = []
     lifecycle = Lifecycle(lambda: hook.connection_config)

@@ -1,12 +1,9 @@
 """Whether a command that was SIGKILLed ran out of memory, from the kernel's own count.
 
-A command the kernel's out-of-memory killer ends dies of SIGKILL like one killed any other
-way: exit 137 through a shell, or execd's -1 for a signal, and on Kubernetes a user would
-otherwise meet it as a bare code. The sandbox's memory cgroup counts every such kill, in
-``memory.events`` on cgroup v2 and ``memory.oom_control`` on v1. Those are kernel files of
-size zero, which execd's file API serves empty, so they are read by ``cat`` in the sandbox:
-the guest could fake the count, as it could fake its exit code or its stderr, and what it
-misleads is only the explanation of its own command's end.
+An out-of-memory kill is a SIGKILL like any other (docs/operator.rst, "A script"); the sandbox's
+memory cgroup counts each one. Its files are of size zero, which execd's file API serves empty,
+so ``cat`` reads them in the sandbox: the guest could fake the count, as it could its exit code,
+and that misleads only the explanation of its own command's end.
 """
 
 from __future__ import annotations

@@ -18,14 +18,11 @@ def kill_other_tries(
     hook: OpenSandboxHook, identity: TaskInstanceIdentity, *, keep: str
 ) -> list[SandboxSummary]:
     """
-    Kill every sandbox an earlier try of this task instance left (a worker that died, a try
-    failed while deferred), all but ``keep``, this try's own; return those killed.
-
-    Killed rather than reattached: a foreground try's command streamed its output to a worker
-    that is gone, so nothing could pick up where it stopped, and two tries' commands must
-    never run at once. A sandbox an earlier try kept for someone to look into is left until
-    its time is up: a try keeps its sandbox only once its command is over, so nothing runs
-    there beside this try's command.
+    Kill every sandbox an earlier try of this task instance left, all but ``keep``, this try's
+    own, and but those still kept (docs/operator.rst, "Retries and finding a task's sandbox");
+    return those killed. Killed rather than reattached: a foreground try's command streamed its
+    output to a worker that is gone, so nothing could pick up where it stopped, and two tries'
+    commands must never run at once.
     """
     found = hook.list_sandboxes(
         dag_id=identity.dag_id,
