@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import re
 import uuid
+from contextlib import suppress
 
 from opensandbox_provider import _variables
 
@@ -79,27 +80,21 @@ def _read() -> str | None:
 
 def _create(candidate: str) -> str:
     """Store ``candidate`` unless another process stored an id first; the id stored."""
-    if not _variables.under_task_sdk():
-        return _insert(candidate)
-    # The Execution API can only overwrite a Variable, not create one if absent: read back
-    # what was written last. Two first tasks of a new deployment in the same instant could
-    # still each keep their own; the option, or an api-server that made it first, avoids that.
-    _variables.write(VARIABLE, candidate, description=_DESCRIPTION)
-    return _read() or candidate
-
-
-def _insert(candidate: str) -> str:
+    if _variables.under_task_sdk():
+        # The Execution API can only overwrite a Variable, not create one if absent: read back
+        # what was written last. Two first tasks of a new deployment in the same instant could
+        # still each keep their own; the option, or an api-server that made it first, avoids
+        # that.
+        _variables.write(VARIABLE, candidate, description=_DESCRIPTION)
+        return _read() or candidate
     # An insert, not Variable.set (which replaces): the key is unique in the table, so of
     # processes racing to make the id exactly one insert lands and the others read it.
     from airflow.models.variable import Variable as VariableRow
     from airflow.utils.session import create_session
     from sqlalchemy.exc import IntegrityError
 
-    try:
-        with create_session() as session:
-            session.add(VariableRow(key=VARIABLE, val=candidate, description=_DESCRIPTION))
-    except IntegrityError:
-        pass
+    with suppress(IntegrityError), create_session() as session:
+        session.add(VariableRow(key=VARIABLE, val=candidate, description=_DESCRIPTION))
     value = _read()
     if value is None:
         raise DeploymentUnknownError(f"The Variable {VARIABLE} was made but cannot be read back.")

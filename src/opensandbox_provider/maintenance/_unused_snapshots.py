@@ -47,13 +47,8 @@ def remove_unused_snapshots(
 ) -> list[str]:
     """
     Remove every snapshot ``deployment`` prepared that no task has used for ``unused_for``;
-    return their ids. A snapshot's last use is the last recorded
-    (:func:`~opensandbox_provider.sandbox._snapshot_use.record_use`), else when it was made.
-
-    Left alone: other deployments' snapshots and any not named as :func:`prepare_snapshot
-    <opensandbox_provider.sandbox.prepare_snapshot>` names them (made by hand, or before
-    names carried the deployment), a snapshot being made right now, and one that a sandbox on
-    the server, of any deployment, still runs from.
+    return their ids. Which it judges, and which it leaves, is docs/prepared-environments.rst's,
+    "When a snapshot is removed".
     """
     at = datetime.now(UTC) if now is None else now
     running_from = _started_from(lifecycle)

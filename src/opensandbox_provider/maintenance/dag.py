@@ -25,15 +25,10 @@ def cleanup_dag(
     **dag_arguments: Any,
 ) -> DAG:
     """
-    A Dag whose one task, ``kill_leaked_sandboxes``, kills the sandboxes on the server of
-    ``opensandbox_conn_id`` that no try of their task instance will use again, then removes
-    the snapshots this deployment prepared that no task has used for ``unused_snapshot_age``
-    (a week by default; ``None`` removes none).
-
-    ``dag_ids`` is the default of the Dag's ``dag_ids`` param, which a run's conf may
-    change: only those Dags' sandboxes are judged, every Dag's when it is empty. Schedule it
-    at about the lease sandboxes get (hourly for leases of hours). ``dag_arguments`` go to
-    the Dag as they are (``tags``, ``default_args``, ...).
+    A Dag whose one task, ``kill_leaked_sandboxes``, is an :class:`OpenSandboxCleanupOperator`;
+    ``dag_ids`` is the default of its ``dag_ids`` param, which a run's conf may change, and
+    ``dag_arguments`` go to the Dag as they are (see :doc:`/operator`, "Cleaning up leaked
+    sandboxes").
     """
     defaults: dict[str, Any] = {
         "start_date": datetime(2026, 1, 1, tzinfo=UTC),
