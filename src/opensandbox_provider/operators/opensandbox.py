@@ -815,11 +815,8 @@ class OpenSandboxOperator(BaseOperator):
 
 
 def _misread_as_a_script(operator: OpenSandboxOperator) -> bool:
-    """
-    Whether Airflow would read ``command`` as a script file's name although it is a command:
-    it ends in .sh or .bash but holds a space (``sh count.sh``, ``bash /opt/job/run.sh``).
-    Only a lone file name (``run.sh``, ``scripts/clean.bash``) names a script file.
-    """
+    """Whether Airflow would read ``command`` as a script file's name although it holds a space
+    (``sh count.sh``): only a lone file name (``scripts/clean.bash``) names a script file."""
     command = operator.command
     return (
         isinstance(command, str)
