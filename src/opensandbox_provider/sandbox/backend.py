@@ -41,13 +41,7 @@ from opensandbox_provider.sandbox import (
 from opensandbox_provider.sandbox._abandoned import Abandoned
 from opensandbox_provider.sandbox._backend_settings import SETTINGS as _SETTINGS
 from opensandbox_provider.sandbox._backend_settings import checked_settings
-from opensandbox_provider.sandbox._creation import (
-    connect,
-    obtain,
-    origin,
-    route,
-    wait_until_ready,
-)
+from opensandbox_provider.sandbox._creation import connect, create_cold, route, wait_until_ready
 from opensandbox_provider.sandbox._diagnosis import why_not_ready
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
@@ -170,24 +164,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         warm_pool: SandboxSource | None = None,
         park_margin: float = _parking.PARK_MARGIN,
     ) -> None:
-        settings = checked_settings(
-            image=image,
-            cpu=cpu,
-            memory=memory,
-            resources=resources,
-            cpu_request=cpu_request,
-            memory_request=memory_request,
-            registry_conn_id=registry_conn_id,
-            sandbox_timeout=sandbox_timeout,
-            ready_timeout=ready_timeout,
-            use_server_proxy=use_server_proxy,
-            workdir=workdir,
-            snapshot=snapshot,
-            volumes=volumes,
-            pause_when_released=pause_when_released,
-            warm_pool=warm_pool,
-            park_margin=park_margin,
-        )
+        # Every argument but the connection id, by name.
+        settings = checked_settings(**{k: v for k, v in locals().items() if k in _SETTINGS})
         self.opensandbox_conn_id = opensandbox_conn_id
         self.image: str = settings["image"]
         self.cpu: str = settings["cpu"]
@@ -303,7 +281,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             metadata.update(slot.metadata())
         started = time.monotonic()
         template = template.stamped(metadata)
-        sdk, drawn = obtain(template, self.warm_pool, lifecycle=self._lifecycle, config=config)
+        drawn, sdk = self.warm_pool, None
+        if drawn is not None:
+            sdk = drawn.take(template, lifecycle=self._lifecycle, config=config)
+        if sdk is None:
+            sdk, drawn = create_cold(template, config), None
         record = SandboxRecord(
             sdk,
             expires_at=started + self.sandbox_timeout,
@@ -313,7 +295,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # Known by handle from here on, so that a failure below destroys it as any other.
         with self._lock:
             self._sandboxes[sdk.id] = record
-        how, made_from = origin(template, drawn)
+        how, made_from = drawn.origin(template) if drawn else ("Created", template.made_from)
         log.info(
             "%s OpenSandbox sandbox %s from %s with %s, in %.2fs.",
             how,
