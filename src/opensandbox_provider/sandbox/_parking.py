@@ -1,18 +1,6 @@
 """
-A durable agent's sandbox: parked across its task's retries, and adopted by the next try.
-
-common-ai's ``AirflowDurability`` replays, when Airflow retries a task, the steps its agent
-completed, sandbox tool calls among them: the retry does not run them again, so what they did
-in the sandbox must still be there. A sandbox the backend provisions for a tool call that runs
-as a step of that journal is therefore parked from the moment it exists, since a worker that
-is SIGKILLed runs no teardown: it carries the slot it serves (which agent run of the task,
-which toolset, which network policy), its lease outlives a lost worker until the retry, and
-its kept mark (:mod:`~opensandbox_provider._kept`), moved with each renewal, keeps the retry
-rule and the maintenance cleanup off it. The toolset's destroy at the end of its run leaves it
-standing; how the try ends decides (:mod:`._try_end`). The next try's first live call in the
-same slot adopts it, found by the task instance's identity and deployment. When the journal
-holds calls an earlier try made in that slot but no sandbox is parked for it any more, the try
-fails rather than go on in a sandbox that contradicts what it replayed.
+A durable agent's sandbox: parked across its task's retries, and adopted by the next try
+(docs/backend.rst, "A durable agent's sandbox"; how a try ends is :mod:`._try_end`'s).
 
 Which step is running is read from common-ai's journal (its ``_EXECUTING_STEP``): nothing else
 says that a call is a durable step, and of which run and toolset. A unit test holds common-ai
