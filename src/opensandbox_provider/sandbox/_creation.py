@@ -1,7 +1,6 @@
 """
-How a backend comes to have a sandbox: one taken from its pool, a new one made by the server
-as the creation template says and waited for until execd answers, or one found again by
-handle.
+How a backend comes to have a sandbox: a new one made by the server as the creation template
+says and waited for until execd answers, or one found again by handle.
 """
 
 from __future__ import annotations
