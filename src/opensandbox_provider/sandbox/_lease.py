@@ -38,14 +38,10 @@ class Leases:
 
     def hold(self, sandbox: str, *, lease: float, renewed: bool = False) -> None:
         """
-        Renew ``sandbox`` now, then every third of ``lease`` seconds until :meth:`drop`.
-
-        ``lease`` is the sandbox's own, which its creator chose: a holder with a shorter one
-        of its own still renews often enough for it. Renewing before returning means a
-        holder that arrives late in the sandbox's life, an agent task attaching just before
-        the provisioned expiry, starts with a whole lease. Holding a sandbox already held
-        renews it and keeps the one thread. ``renewed`` says the caller renewed it to a whole
-        lease a moment ago, as a draw from a warm pool does, so only the thread is started.
+        Renew ``sandbox`` now, then every third of ``lease`` seconds (the sandbox's own, its
+        creator's) until :meth:`drop`; a second hold keeps the one thread. Renewing first gives
+        a holder that arrives late, just before the provisioned expiry, a whole lease.
+        ``renewed`` says the caller just did, as a draw from a warm pool does.
         """
         if not renewed and not self._renew(sandbox):
             raise SandboxTerminalError(
