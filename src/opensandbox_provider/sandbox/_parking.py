@@ -105,7 +105,12 @@ def durable_slot(spec: SandboxSpec | None, *, margin: float) -> DurableSlot | No
     step of common-ai's durable journal in an Airflow task. A try with no retry to come has a
     slot too: it may adopt what an earlier try parked, and its end destroys what it holds.
     """
-    step = _executing_step()
+    # Here, not at the top: the journal module brings Airflow's task logging with it, which a
+    # backend that never runs in a durable task should not pay for at import.
+    from airflow.providers.common.ai.durable import journal
+
+    executing = getattr(journal, "_EXECUTING_STEP", None)
+    step = None if executing is None else executing.get()
     ti = current_task_instance()
     if step is None or ti is None:
         return None
@@ -143,16 +148,6 @@ def retry_delay_bound(task: Any, try_number: int) -> float:
             delay = min(delay, _seconds(task.max_retry_delay))
     cap = conf.getfloat("core", "max_task_retry_delay", fallback=_MAX_RETRY_DELAY)
     return min(delay, cap)
-
-
-def _executing_step() -> Any:
-    """The journal step whose work runs in this context, or ``None``."""
-    # Here, not at the top: the journal module brings Airflow's task logging with it, which a
-    # backend that never runs in a durable task should not pay for at import.
-    from airflow.providers.common.ai.durable import journal
-
-    executing = getattr(journal, "_EXECUTING_STEP", None)
-    return None if executing is None else executing.get()
 
 
 def _calls(step_name: str) -> str:

@@ -157,7 +157,18 @@ def prepare_snapshot(
     sandbox = backend.create(spec=spec)
     try:
         for command in commands:
-            _run_set_up(backend, sandbox, command, command_timeout, max_output_bytes)
+            result = backend.run_command(
+                sandbox, command, timeout=command_timeout, max_output_bytes=max_output_bytes
+            )
+            if result.exit_code != 0:
+                # Quoted without the credentials a URL in it carries (pip_args' index), which
+                # pip may print back.
+                stderr = without_url_secrets(result.stderr)[-_QUOTED_OUTPUT:]
+                raise SandboxTerminalError(
+                    f"The set-up command {without_url_secrets(command)!r} exited with "
+                    f"{result.exit_code}, so no snapshot was made and its sandbox was destroyed. "
+                    f"Its stderr ended with: {stderr!r}"
+                )
         with lifecycle.call(f"snapshot sandbox {sandbox}") as api:
             snapshot = api.create_snapshot(sandbox, name=name)
         made = _wait_until_ready(lifecycle, snapshot.id)
@@ -265,26 +276,6 @@ def delete(lifecycle: Lifecycle, snapshot_id: str) -> None:
     else:
         log.info("Snapshot %s was already gone.", snapshot_id)
     _snapshot_use.forget(snapshot_id)
-
-
-def _run_set_up(
-    backend: OpenSandboxBackend,
-    sandbox: str,
-    command: str,
-    timeout: float,
-    max_output_bytes: int,
-) -> None:
-    result = backend.run_command(
-        sandbox, command, timeout=timeout, max_output_bytes=max_output_bytes
-    )
-    if result.exit_code != 0:
-        # Quoted without the credentials a URL in it carries (pip_args' index), which pip
-        # may print back.
-        raise SandboxTerminalError(
-            f"The set-up command {without_url_secrets(command)!r} exited with "
-            f"{result.exit_code}, so no snapshot was made and its sandbox was destroyed. Its "
-            f"stderr ended with: {without_url_secrets(result.stderr)[-_QUOTED_OUTPUT:]!r}"
-        )
 
 
 def _wait_until_ready(lifecycle: Lifecycle, snapshot_id: str) -> SnapshotInfo:
