@@ -192,8 +192,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
         self._sandboxes: dict[str, SandboxRecord] = {}
-        # Sandboxes this backend destroyed to end a command: a call on one made at the same
-        # time as that command is told the sandbox was replaced, as that command's call is.
+        # Sandboxes this backend destroyed to end a command (see _abandoned).
         self._abandoned = Abandoned()
         # Durable tries' sandboxes, each with its slot, until its try ends; and each slot a try
         # has had a sandbox for, so that one lost under a command is replaced, not looked for.
