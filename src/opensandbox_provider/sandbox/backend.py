@@ -128,14 +128,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         is paused. The next ``attach``, command or file operation on it, from any backend,
         resumes it first. Off by default: resuming costs the next task a moment.
     :param warm_pool: A :class:`~opensandbox_provider.pool.WarmPool` to take each sandbox
-        from, ready, instead of creating it; it is destroyed after use as a created one is,
-        and never serves another task. The pool's arguments must equal this backend's and
-        the task's spec, else the pool's ``on_mismatch`` says whether the sandbox is created
-        without it or the task fails; an empty pool does the same by its ``when_empty``.
-        A :class:`~opensandbox_provider.pool.ServerPool` instead names a Kubernetes ``Pool``
-        the server takes each sandbox from; its pods come from the Pool's template, so a spec
-        that sets env is refused, as are ``snapshot`` and ``volumes``, and one that denies
-        egress is served only when the pod's own sidecar is proven to enforce its policy.
+        from, ready, instead of creating it, destroyed after use as a created one is; or a
+        :class:`~opensandbox_provider.pool.ServerPool`, a Kubernetes ``Pool`` the server takes
+        each sandbox from. What each serves, and what it refuses, is in :doc:`/pools`.
     :param park_margin: Seconds a durable agent's sandbox waits for its task's next try
         beyond the task's retry delay, a quarter of an hour by default (see :doc:`/backend`,
         "A durable agent's sandbox").
