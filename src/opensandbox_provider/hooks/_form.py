@@ -44,8 +44,4 @@ def connection_form_widgets() -> dict[str, Any]:
 def ui_field_behaviour() -> dict[str, Any]:
     """``ui-field-behaviour`` under the names Airflow 2 reads."""
     behaviour = _connection_type()["ui-field-behaviour"]
-    return {
-        "hidden_fields": behaviour["hidden-fields"],
-        "relabeling": behaviour["relabeling"],
-        "placeholders": behaviour["placeholders"],
-    }
+    return {name.replace("-", "_"): value for name, value in behaviour.items()}

@@ -89,17 +89,10 @@ class SandboxQuery:
 
     def metadata(self) -> dict[str, str]:
         """The metadata filter the server applies."""
-        fields = {
-            "dag_id": self.dag_id,
-            "task_id": self.task_id,
-            "run_id": self.run_id,
-            "map_index": self.map_index,
-            "try_number": self.try_number,
-        }
         return {
             **(CREATED_BY if self.created_by_provider else {}),
             DEPLOYMENT_KEY: self.deployment,
-            **identity_metadata(fields),
+            **identity_metadata({name: getattr(self, name) for name in KEYS}),
         }
 
     def matches(self, metadata: Mapping[str, str]) -> bool:

@@ -50,16 +50,9 @@ class OpenSandboxHook(BaseHook):
     """
     Reach an OpenSandbox server's lifecycle API through an Airflow connection.
 
-    The connection's host and port name the server, its schema is ``http`` or ``https``,
-    and its password is the server's API key. Extras: ``request_timeout`` (seconds per
-    request) and ``use_server_proxy`` (reach each sandbox through the server rather than
-    its published port; ``route_through_server`` is the same setting, for a URI), and
-    ``ca_bundle`` (a PEM file of certificate authorities to trust as well), and
-    ``cpu_request`` and ``memory_request`` (what each sandbox asks a Kubernetes scheduler
-    for, below its limits; see :func:`_resource_requests`). Host, port,
-    schema, password, ``request_timeout`` and ``use_server_proxy`` are the shape common-ai's
-    built-in OpenSandbox backend reads from a generic connection, so one connection serves
-    either backend.
+    The connection's host and port name the server, its schema is ``http`` or ``https``, and
+    its password is the server's API key; its extras, and which of them common-ai's built-in
+    backend reads too, are in docs/connections.rst.
 
     With ``opensandbox_conn_id=None`` the server comes from ``OPEN_SANDBOX_DOMAIN`` and the
     key from ``OPEN_SANDBOX_API_KEY``, as for the SDK on its own.
@@ -183,9 +176,7 @@ class OpenSandboxHook(BaseHook):
         config = self.connection_config
         return f"{config.protocol}://{config.domain}"
 
-    # ------------------------------------------------------------------
-    # The sandboxes on the server
-    # ------------------------------------------------------------------
+    # --- The sandboxes on the server ---
 
     def list_sandboxes(
         self,
@@ -465,13 +456,9 @@ REQUEST_EXTRAS = {"cpu_request": "cpu", "memory_request": "memory"}
 
 def _resource_requests(extra: dict[str, Any], conn_id: str) -> dict[str, str] | None:
     """
-    What each sandbox asks the scheduler for, or ``None`` to ask for its limits.
-
-    A server's Kubernetes runtime makes a sandbox's limits (the backend's ``cpu`` and
-    ``memory``) its pod's requests unless the create says otherwise, so a node holds only
-    as many sandboxes as their limits add up to. How densely a cluster is packed is the
-    platform's choice, not each task's: it lives on the connection, like the server's
-    address. The Docker runtime has no requests and ignores them.
+    What each sandbox asks the scheduler for, or ``None`` to ask for its limits: on the
+    connection, since how densely a cluster is packed is the platform's choice, not each
+    task's (docs/connections.rst).
     """
     requests = {}
     for name, key in REQUEST_EXTRAS.items():

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow.providers.common.ai.sandbox.base import SandboxError
 from fastapi import FastAPI, Header, HTTPException, Request
 from fastapi.responses import HTMLResponse
+from starlette.concurrency import run_in_threadpool
 
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
 from opensandbox_provider.plugins._connections import opensandbox_connection_ids
@@ -145,6 +146,8 @@ def _filters(
 
 def build_app() -> FastAPI:
     app = FastAPI(title="OpenSandbox sandboxes", docs_url=None, redoc_url=None)
+    # The hook's calls block, so each route runs them in a thread: the api-server's event loop
+    # must not wait on a slow server.
 
     @app.get("/sandboxes", response_class=HTMLResponse)
     async def page(
@@ -156,7 +159,7 @@ def build_app() -> FastAPI:
     ) -> HTMLResponse:
         user = await _user(request)
         filters = _filters(dag_id, run_id, task_id, map_index)
-        servers = await _in_thread(_servers, user, filters)
+        servers = await run_in_threadpool(_servers, user, filters)
         airflow_root = request.scope.get("root_path", "").removesuffix("/opensandbox")
         return HTMLResponse(render_page(servers, filters, airflow_root=airflow_root))
 
@@ -169,7 +172,8 @@ def build_app() -> FastAPI:
         map_index: str | None = None,
     ) -> list[dict[str, Any]]:
         user = await _user(request)
-        servers = await _in_thread(_servers, user, _filters(dag_id, run_id, task_id, map_index))
+        filters = _filters(dag_id, run_id, task_id, map_index)
+        servers = await run_in_threadpool(_servers, user, filters)
         return [asdict(server) for server in servers]
 
     @app.post("/api/sandboxes/{sandbox_id}/kill")
@@ -181,7 +185,7 @@ def build_app() -> FastAPI:
         user = await _user(request)
         if action != "kill":
             raise HTTPException(400, f"Send the {ACTION_HEADER}: kill header to kill a sandbox.")
-        return await _in_thread(_kill, user, sandbox_id)
+        return await run_in_threadpool(_kill, user, sandbox_id)
 
     return app
 
@@ -208,10 +212,3 @@ def _kill(user: Any, sandbox_id: str) -> dict[str, Any]:
         f"No opensandbox connection's server has a sandbox {sandbox_id} made by this Airflow "
         "deployment's tasks; it may have ended already.",
     )
-
-
-async def _in_thread(function: Any, *arguments: Any) -> Any:
-    # The hook's calls block; the api-server's event loop must not wait on a slow server.
-    from starlette.concurrency import run_in_threadpool
-
-    return await run_in_threadpool(function, *arguments)

@@ -20,7 +20,6 @@ from airflow.providers.common.compat.sdk import conf
 URL_PREFIX = "/opensandbox"
 PAGE = f"{URL_PREFIX}/sandboxes"
 
-
 # Airflow 3.0 has no external views to link the page from, and its API resolves a user only
 # from a bearer header, which a page the browser navigates to does not send.
 FIRST_AIRFLOW_WITH_THE_VIEW = (3, 1)

@@ -40,8 +40,6 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
 # The random part of an idle sandbox's name, in hex digits.
 _IDLE_SUFFIX = 12
 _IDLE_NAME_SUFFIX = re.compile(f"[0-9a-f]{{{_IDLE_SUFFIX}}}")
-# The server's own refusal of shorter lifetimes, which an idle sandbox's lease is.
-_MIN_IDLE_LEASE = _arguments.MIN_SANDBOX_TIMEOUT
 
 # Arguments added after pools were in use: counted in a fingerprint only when set.
 _UNSET_LEFT_OUT = ("resources", "requests", "registry_conn_id")
@@ -274,8 +272,6 @@ class WarmPool:
             sandbox_timeout=self.idle_lease,
             ready_timeout=1.0,
         )
-        if self.idle_lease < _MIN_IDLE_LEASE:
-            raise ValueError(f"idle_lease must be at least {_MIN_IDLE_LEASE:g} seconds.")
         for label in ("when_empty", "on_mismatch"):
             if getattr(self, label) not in _FALLBACKS:
                 raise ValueError(f"{label} must be 'cold' or 'fail', got {getattr(self, label)!r}.")

@@ -1,10 +1,6 @@
 """
-The keeper: holds a warm pool at its size, through the SDK's pool reconciler.
-
-Any number of keepers may run for one pool, on any machines: each tries for the pool's
-primary lock in the store every second, and only the holder creates sandboxes, so one that
-dies is replaced within one lock lifetime. A keeper leaves the idle sandboxes when it stops;
-nothing renews them after that, and each expires by its idle lease.
+The keeper: holds a warm pool at its size, through the SDK's pool reconciler; any number may
+run for one pool, and only the holder of its primary lock creates sandboxes (docs/pools.rst).
 """
 
 from __future__ import annotations

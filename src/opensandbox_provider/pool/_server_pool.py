@@ -1,9 +1,7 @@
 """
 Server pools: ``Pool`` resources that OpenSandbox's Kubernetes controller keeps, and a
-backend's sandbox taken from one, by a create that names the Pool so that the server binds a
-pod its controller started ahead of time instead of starting one. Everything after it
-(readiness, the egress proof, the working directory, the lease held) is what a created sandbox
-goes through too.
+backend's sandbox taken from one by a create that names the Pool (docs/pools.rst, "Server
+pools"). Everything after the create is what a created sandbox goes through too.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """
-The sandboxes a backend destroyed to end a command, and what a call on one of them is told.
-
-One backend serves every run of a task in the process at once, so a call may be running in a
-sandbox, or be about to, when another call's command is abandoned and the sandbox destroyed
-under it. That call is told the sandbox was replaced, as the abandoned command's call is,
-rather than that it failed.
+The sandboxes a backend destroyed to end a command: a call made in one at the same time, by
+another run of the task in the process, is told the sandbox was replaced, not that it failed.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """
-How a backend comes to have a sandbox: one taken from its pool, a new one made by the server
-as the creation template says and waited for until execd answers, or one found again by
-handle.
+How a backend comes to have a sandbox: a new one made by the server as the creation template
+says and waited for until execd answers, or one found again by handle.
 """
 
 from __future__ import annotations
@@ -23,34 +22,9 @@ if TYPE_CHECKING:
     from opensandbox.config.connection_sync import ConnectionConfigSync
 
     from opensandbox_provider._metrics import Route
-    from opensandbox_provider.sandbox._lifecycle import Lifecycle
     from opensandbox_provider.sandbox._record import SandboxRecord
     from opensandbox_provider.sandbox._source import SandboxSource
     from opensandbox_provider.sandbox._template import CreationTemplate
-
-
-def obtain(
-    template: CreationTemplate,
-    source: SandboxSource | None,
-    *,
-    lifecycle: Lifecycle,
-    config: ConnectionConfigSync,
-) -> tuple[SandboxSync, SandboxSource | None]:
-    """
-    A sandbox made as ``template`` says, and the pool it was taken from: from ``source`` when
-    that serves it (each pool says when it does not), else new.
-    """
-    sdk = None if source is None else source.take(template, lifecycle=lifecycle, config=config)
-    if sdk is None:
-        return create_cold(template, config), None
-    return sdk, source
-
-
-def origin(template: CreationTemplate, drawn: SandboxSource | None) -> tuple[str, str]:
-    """How the log says where a sandbox came from: how it was had, and of what."""
-    if drawn is not None:
-        return drawn.origin(template)
-    return "Created", template.made_from
 
 
 def route(drawn: SandboxSource | None) -> Route:

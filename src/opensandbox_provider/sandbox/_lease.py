@@ -1,13 +1,6 @@
 """
-Sandbox lifetimes as leases: renewed while this process holds a sandbox, left to lapse after.
-
-OpenSandbox ends a sandbox at its expiry time, and its renew API moves that time to
-now plus a duration. Renewing from a daemon thread while a holder (the toolset that
-created the sandbox, or the task attached to it) is at work turns the server-side
-lifetime into a lease: a run may go on for as long as it needs, and when the worker
-dies the renewals die with it and the server reclaims the sandbox within one lease,
-without anything on the worker having to clean up. The lease is the length the
-sandbox's creator chose, whoever holds it.
+Sandbox lifetimes as leases: renewed while this process holds a sandbox, left to lapse after,
+so that a dead worker's sandbox ends within one lease (docs/backend.rst, "Leases").
 """
 
 from __future__ import annotations
@@ -32,12 +25,8 @@ def renewal_interval(lease: float) -> float:
 
 class Leases:
     """
-    The sandboxes this process holds, each renewed on a daemon thread until dropped.
-
-    ``renew`` moves one sandbox's expiry to one lease from now and returns ``False`` once
-    the sandbox is gone, which ends its renewals. A renewal that raises is logged and
-    tried again at the next one: a server restart or a network blip is no reason to let
-    the sandbox of a live holder expire.
+    The sandboxes this process holds, each renewed on a daemon thread until dropped. ``renew``
+    moves one sandbox's expiry to one lease from now; ``False`` (it is gone) ends its renewals.
     """
 
     def __init__(self, renew: Callable[[str], bool]) -> None:
@@ -49,14 +38,10 @@ class Leases:
 
     def hold(self, sandbox: str, *, lease: float, renewed: bool = False) -> None:
         """
-        Renew ``sandbox`` now, then every third of ``lease`` seconds until :meth:`drop`.
-
-        ``lease`` is the sandbox's own, which its creator chose: a holder with a shorter one
-        of its own still renews often enough for it. Renewing before returning means a
-        holder that arrives late in the sandbox's life, an agent task attaching just before
-        the provisioned expiry, starts with a whole lease. Holding a sandbox already held
-        renews it and keeps the one thread. ``renewed`` says the caller renewed it to a whole
-        lease a moment ago, as a draw from a warm pool does, so only the thread is started.
+        Renew ``sandbox`` now, then every third of ``lease`` seconds (the sandbox's own, its
+        creator's) until :meth:`drop`; a second hold keeps the one thread. Renewing first gives
+        a holder that arrives late, just before the provisioned expiry, a whole lease.
+        ``renewed`` says the caller just did, as a draw from a warm pool does.
         """
         if not renewed and not self._renew(sandbox):
             raise SandboxTerminalError(

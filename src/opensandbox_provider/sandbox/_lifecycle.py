@@ -109,10 +109,8 @@ class Lifecycle:
 
     def kill(self, sandbox: str) -> bool:
         """
-        Destroy ``sandbox`` by handle alone, whatever its state, unhealthy or paused too: every
-        sandbox the package ends goes this way, or in the triggerer its async twin's
-        (``_async_lifecycle``), which judges and logs alike. A sandbox the server no longer has
-        is as destroyed as one it ends now; ``False`` then. The log says which, once.
+        Destroy ``sandbox`` by handle alone, whatever its state, unhealthy or paused too, as
+        every sandbox the package ends is; ``False`` when the server no longer had it.
         """
         with self.call(f"destroy sandbox {sandbox}") as lifecycle:
             done = done_unless_missing(lambda: lifecycle.kill_sandbox(sandbox))

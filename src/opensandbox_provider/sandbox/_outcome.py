@@ -35,11 +35,8 @@ _KILLED = "signal: killed"
 def killed_at_deadline(exit_code: int | None, how: str, ran_for: float, deadline: float) -> bool:
     """
     Whether a command that ended with ``exit_code`` after ``ran_for`` seconds, as execd says
-    it did in ``how``, was killed by execd at its ``deadline``.
-
-    execd reports a deadline's kill as any other signal, -1 (docs/execd-wire.rst, wire-exit),
-    so the clock decides, with :data:`DEADLINE_TOLERANCE` for execd's; a signal other than
-    SIGKILL is never the deadline's.
+    it did in ``how``, was killed by execd at its ``deadline``: the clock decides, since execd
+    reports that kill as any other SIGKILL.
     """
     if exit_code != -1 or (how and _KILLED not in how):
         return False

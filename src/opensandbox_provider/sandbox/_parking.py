@@ -1,18 +1,6 @@
 """
-A durable agent's sandbox: parked across its task's retries, and adopted by the next try.
-
-common-ai's ``AirflowDurability`` replays, when Airflow retries a task, the steps its agent
-completed, sandbox tool calls among them: the retry does not run them again, so what they did
-in the sandbox must still be there. A sandbox the backend provisions for a tool call that runs
-as a step of that journal is therefore parked from the moment it exists, since a worker that
-is SIGKILLed runs no teardown: it carries the slot it serves (which agent run of the task,
-which toolset, which network policy), its lease outlives a lost worker until the retry, and
-its kept mark (:mod:`~opensandbox_provider._kept`), moved with each renewal, keeps the retry
-rule and the maintenance cleanup off it. The toolset's destroy at the end of its run leaves it
-standing; how the try ends decides (:mod:`._try_end`). The next try's first live call in the
-same slot adopts it, found by the task instance's identity and deployment. When the journal
-holds calls an earlier try made in that slot but no sandbox is parked for it any more, the try
-fails rather than go on in a sandbox that contradicts what it replayed.
+A durable agent's sandbox: parked across its task's retries, and adopted by the next try
+(docs/backend.rst, "A durable agent's sandbox"; how a try ends is :mod:`._try_end`'s).
 
 Which step is running is read from common-ai's journal (its ``_EXECUTING_STEP``): nothing else
 says that a call is a durable step, and of which run and toolset. A unit test holds common-ai
@@ -117,7 +105,12 @@ def durable_slot(spec: SandboxSpec | None, *, margin: float) -> DurableSlot | No
     step of common-ai's durable journal in an Airflow task. A try with no retry to come has a
     slot too: it may adopt what an earlier try parked, and its end destroys what it holds.
     """
-    step = _executing_step()
+    # Here, not at the top: the journal module brings Airflow's task logging with it, which a
+    # backend that never runs in a durable task should not pay for at import.
+    from airflow.providers.common.ai.durable import journal
+
+    executing = getattr(journal, "_EXECUTING_STEP", None)
+    step = None if executing is None else executing.get()
     ti = current_task_instance()
     if step is None or ti is None:
         return None
@@ -155,16 +148,6 @@ def retry_delay_bound(task: Any, try_number: int) -> float:
             delay = min(delay, _seconds(task.max_retry_delay))
     cap = conf.getfloat("core", "max_task_retry_delay", fallback=_MAX_RETRY_DELAY)
     return min(delay, cap)
-
-
-def _executing_step() -> Any:
-    """The journal step whose work runs in this context, or ``None``."""
-    # Here, not at the top: the journal module brings Airflow's task logging with it, which a
-    # backend that never runs in a durable task should not pay for at import.
-    from airflow.providers.common.ai.durable import journal
-
-    executing = getattr(journal, "_EXECUTING_STEP", None)
-    return None if executing is None else executing.get()
 
 
 def _calls(step_name: str) -> str:

@@ -1,17 +1,9 @@
 """
-Pausing a sandbox no task holds, and resuming it when the next one reaches for it.
+Pausing a sandbox no task holds, and resuming it when the next one reaches for it
+(docs/prepared-environments.rst, "Pausing a provisioned sandbox between its tasks").
 
-A provisioned sandbox waits between its tasks for up to one lease. Paused, it holds its
-memory and its files but no CPU: the server freezes the container and its egress sidecar
-together, and thaws them together, so the network policy stays what it was. Pausing does
-not stop the server's clock: a paused sandbox still ends one lease after its last renewal,
-so a Dag run that never comes back leaves nothing behind for longer than a running one.
-
-The Docker runtime freezes and thaws at once. The Kubernetes runtime takes seconds each way:
-it commits the pod to its controller's snapshot registry and deletes it (``Pausing``), and
-later starts a new pod from that image (``Resuming``), so the files are kept but no process
-is. A sandbox on its way is waited for, within the backend's ``ready_timeout``, before it is
-resumed or reached.
+The Kubernetes runtime takes seconds each way (``Pausing``, ``Resuming``), so a sandbox on its
+way is waited for, within the backend's ``ready_timeout``, before it is resumed or reached.
 """
 
 from __future__ import annotations

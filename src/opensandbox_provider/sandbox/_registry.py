@@ -1,10 +1,6 @@
 """
-Credentials for a private image's registry, read from an Airflow ``docker`` connection.
-
-The connection is the one ``DockerOperator`` users already have: host the registry, login and
-password. It is read through ``BaseHook``, so the Docker provider need not be installed. The
-credentials go to the server in the create request alone: never into a log, a rendered field
-or a sandbox's metadata, and only to the registry the connection names.
+Credentials for a private image's registry, read from an Airflow ``docker`` connection, sent
+in the create request alone and only to that registry (docs/operator.rst, "Private images").
 """
 
 from __future__ import annotations

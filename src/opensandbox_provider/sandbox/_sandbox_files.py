@@ -170,11 +170,7 @@ class SandboxFiles:
 
     @contextmanager
     def _unless_gone(self) -> Iterator[None]:
-        """
-        Let a missing path's error, or a download cut short, through unless the sandbox itself
-        is gone: execd's file API answers 404 for both a path and a sandbox that are missing
-        when it is reached through the server, and a sandbox that ends cuts a download short.
-        """
+        """A missing path, or a download cut short, as such unless the sandbox itself is gone."""
         try:
             yield
         except (NoSuchPath, CutShort) as e:

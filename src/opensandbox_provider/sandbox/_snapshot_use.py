@@ -1,17 +1,7 @@
 """
-When a task last used a prepared snapshot, kept where every process of the deployment reads it.
-
-The maintenance cleanup removes this deployment's snapshots that no task has used for its
-``unused_snapshot_age``; what it judges by is this record. It is an Airflow Variable per
-snapshot, ``opensandbox_snapshot_used.<snapshot id>``, holding the time of the last recorded
-use: the metadata database is what every worker, triggerer and the cleanup's own task share
-(:mod:`~opensandbox_provider._variables`). It is keyed by the snapshot's id, not its name,
-since a snapshot prepared again after its ``max_age`` has the same name as the one it
-replaces, and that older one must age on its own.
-
-A use is written at most once an hour per snapshot (:data:`RECORD_INTERVAL`): a Dag whose
-tasks prepare the same snapshot every few minutes costs one read per task and one write an
-hour, and the record is never more than an hour behind.
+When a task last used a prepared snapshot, which the maintenance cleanup judges it by: an
+Airflow Variable per snapshot id, written at most once an hour (docs/prepared-environments.rst,
+"When a snapshot is removed").
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """
-Prepared environments: a sandbox set up once, kept as a snapshot, and started from again.
-
-A set-up that takes minutes (a virtualenv, a model download, a built tree) is paid for once:
-:func:`prepare_snapshot` runs it in a sandbox of its own, snapshots that sandbox and destroys
-it, and ``OpenSandboxBackend(snapshot=...)`` starts every later sandbox from the snapshot's
-files. The snapshot holds files only: a sandbox started from it gets the network policy,
-environment and owner of the task that creates it, never those of the set-up.
-
-The snapshot is named for this Airflow deployment and a hash of what made it (the image or
-snapshot it started from, the commands, the set-up's environment and working directory), so
-preparing again with the same inputs finds the snapshot already made instead of making
-another, and one deployment's maintenance cleanup can tell its own snapshots from another's.
-A ``max_age`` makes it again under the same name once the one found is older: the inputs name
-an image tag or unpinned requirements whose content moves, and the server reports no image
-digest to name it by (neither a sandbox's nor a snapshot's record carries one).
+Prepared environments: a sandbox set up once, kept as a snapshot named for this deployment and
+a hash of its inputs, and started from again (docs/prepared-environments.rst).
 """
 
 from __future__ import annotations
@@ -119,19 +106,11 @@ def prepare_snapshot(
     max_output_bytes: int = 64 * 1024,
 ) -> str:
     """
-    The id of a snapshot of ``backend``'s image (or snapshot) after ``commands`` ran in it.
-
-    When a ready snapshot of the same inputs, made less than ``max_age`` ago (a
-    ``timedelta`` or seconds; at any time when ``None``), exists, the oldest such is
-    returned and nothing runs. Otherwise a sandbox is created with ``spec`` (by default with
-    the network open, as a set-up that installs packages needs), each command runs in turn
-    and must exit 0, the sandbox is snapshotted and then destroyed, whatever happened. A
-    snapshot too old for ``max_age`` is left where it is, for sandboxes that may still start
-    from it, and for the maintenance cleanup. ``spec.env`` is part of the snapshot: the
-    Docker runtime keeps a container's environment in the image it commits, so never pass a
-    secret to a set-up. Call it from a ``@task`` and hand the id to the tasks whose backend
-    is ``OpenSandboxBackend(snapshot=...)``; each call records the use that the maintenance
-    cleanup's ``unused_snapshot_age`` is counted from.
+    The id of a snapshot of ``backend``'s image (or snapshot) after ``commands`` ran in it, each
+    exiting 0, in a sandbox made with ``spec`` (the network open by default) and destroyed
+    after; the oldest ready one of the same inputs made within ``max_age`` (a ``timedelta`` or
+    seconds; ``None``, any age) when there is one. ``spec.env`` is kept in the snapshot, so
+    never pass a secret to a set-up. See docs/prepared-environments.rst.
     """
     age = _arguments.age(max_age, "max_age", none_means="never makes a snapshot again for its age")
     spec = SandboxSpec(block_network=False) if spec is None else spec
@@ -178,7 +157,18 @@ def prepare_snapshot(
     sandbox = backend.create(spec=spec)
     try:
         for command in commands:
-            _run_set_up(backend, sandbox, command, command_timeout, max_output_bytes)
+            result = backend.run_command(
+                sandbox, command, timeout=command_timeout, max_output_bytes=max_output_bytes
+            )
+            if result.exit_code != 0:
+                # Quoted without the credentials a URL in it carries (pip_args' index), which
+                # pip may print back.
+                stderr = without_url_secrets(result.stderr)[-_QUOTED_OUTPUT:]
+                raise SandboxTerminalError(
+                    f"The set-up command {without_url_secrets(command)!r} exited with "
+                    f"{result.exit_code}, so no snapshot was made and its sandbox was destroyed. "
+                    f"Its stderr ended with: {stderr!r}"
+                )
         with lifecycle.call(f"snapshot sandbox {sandbox}") as api:
             snapshot = api.create_snapshot(sandbox, name=name)
         made = _wait_until_ready(lifecycle, snapshot.id)
@@ -286,26 +276,6 @@ def delete(lifecycle: Lifecycle, snapshot_id: str) -> None:
     else:
         log.info("Snapshot %s was already gone.", snapshot_id)
     _snapshot_use.forget(snapshot_id)
-
-
-def _run_set_up(
-    backend: OpenSandboxBackend,
-    sandbox: str,
-    command: str,
-    timeout: float,
-    max_output_bytes: int,
-) -> None:
-    result = backend.run_command(
-        sandbox, command, timeout=timeout, max_output_bytes=max_output_bytes
-    )
-    if result.exit_code != 0:
-        # Quoted without the credentials a URL in it carries (pip_args' index), which pip
-        # may print back.
-        raise SandboxTerminalError(
-            f"The set-up command {without_url_secrets(command)!r} exited with "
-            f"{result.exit_code}, so no snapshot was made and its sandbox was destroyed. Its "
-            f"stderr ended with: {without_url_secrets(result.stderr)[-_QUOTED_OUTPUT:]!r}"
-        )
 
 
 def _wait_until_ready(lifecycle: Lifecycle, snapshot_id: str) -> SnapshotInfo:

@@ -29,11 +29,6 @@ class SandboxSource(Protocol):
     """A pool a backend takes each sandbox from, ready, instead of creating it."""
 
     @property
-    def name(self) -> str:
-        """The pool's name, as the log and the metrics say it."""
-        ...
-
-    @property
     def route(self) -> Route:
         """The route a sandbox taken from it came by, as its creation's metric is named."""
         ...

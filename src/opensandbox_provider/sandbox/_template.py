@@ -1,16 +1,7 @@
 """
 What a sandbox is created with, gathered once per create from the backend's arguments and the
 spec: the one value the cold create, a server pool and a warm pool read, so that none of them
-reads the backend or derives the policy or the environment again.
-
-How ``block_network`` travels from :meth:`OpenSandboxBackend.create
-<opensandbox_provider.sandbox.OpenSandboxBackend.create>` to the request: ``create`` makes the
-template from its spec, mapping the spec to ``policy`` there, once
-(:func:`~opensandbox_provider.egress._policy.network_policy`: none for an open spec, deny
-by default otherwise). A cold create sends ``policy`` as the SDK's ``network_policy``; a warm
-pool serves the template only when the network fields of its ``spec`` are those its sandboxes
-were warmed with; a server pool sends none, as the server refuses one with a pool. Whichever
-made the sandbox, the backend then proves that its egress sidecar enforces ``policy``.
+reads the backend or maps the spec to the network policy or the environment again.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """
-How a task's try ended, told in the task's own process through Airflow's task listeners.
-
-A toolset tells its backend only that a run is over, never whether the run failed, and a
-try that ends well may still fail after its agent did; Airflow knows how the try ended, and
-says it to its listeners once the try is over: success, failure with a retry to come,
-failure for good, or a skip. What waits for that here is registered by the try it waits for,
-and the listener that runs it is added once per process, when the first thing waits.
+How a task's try ended, told in the task's own process through Airflow's task listeners: a
+toolset tells its backend only that a run is over, never whether the try failed, and a try
+may still fail after its agent ended well. The listener is added once per process, when the
+first thing waits.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """
-Data mounted into a sandbox rather than streamed through the worker: named volumes and host
-paths, read-only unless asked otherwise.
-
-A named volume is a Docker named volume on the Docker runtime and a PersistentVolumeClaim on
-Kubernetes. A host path is a directory of the machine the server runs sandboxes on, and the
-server mounts one only under a prefix its operator listed in ``[storage] allowed_host_paths``;
-with the list empty, its default, it refuses every host path. Read-only is the default
-because a mount is shared: a model told to tidy up its workspace must not be able to delete
-the data set every other task reads.
+Data mounted into a sandbox rather than streamed through the worker (docs/prepared-environments.rst,
+"Mounting data"). Read-only is the default because a mount is shared: a model told to tidy up
+its workspace must not be able to delete the data set every other task reads.
 """
 
 from __future__ import annotations

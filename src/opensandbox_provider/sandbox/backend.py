@@ -41,13 +41,7 @@ from opensandbox_provider.sandbox import (
 from opensandbox_provider.sandbox._abandoned import Abandoned
 from opensandbox_provider.sandbox._backend_settings import SETTINGS as _SETTINGS
 from opensandbox_provider.sandbox._backend_settings import checked_settings
-from opensandbox_provider.sandbox._creation import (
-    connect,
-    obtain,
-    origin,
-    route,
-    wait_until_ready,
-)
+from opensandbox_provider.sandbox._creation import connect, create_cold, route, wait_until_ready
 from opensandbox_provider.sandbox._diagnosis import why_not_ready
 from opensandbox_provider.sandbox._lease import Leases, renewal_interval
 from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, Lifecycle
@@ -134,14 +128,9 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         is paused. The next ``attach``, command or file operation on it, from any backend,
         resumes it first. Off by default: resuming costs the next task a moment.
     :param warm_pool: A :class:`~opensandbox_provider.pool.WarmPool` to take each sandbox
-        from, ready, instead of creating it; it is destroyed after use as a created one is,
-        and never serves another task. The pool's arguments must equal this backend's and
-        the task's spec, else the pool's ``on_mismatch`` says whether the sandbox is created
-        without it or the task fails; an empty pool does the same by its ``when_empty``.
-        A :class:`~opensandbox_provider.pool.ServerPool` instead names a Kubernetes ``Pool``
-        the server takes each sandbox from; its pods come from the Pool's template, so a spec
-        that sets env is refused, as are ``snapshot`` and ``volumes``, and one that denies
-        egress is served only when the pod's own sidecar is proven to enforce its policy.
+        from, ready, instead of creating it, destroyed after use as a created one is; or a
+        :class:`~opensandbox_provider.pool.ServerPool`, a Kubernetes ``Pool`` the server takes
+        each sandbox from. What each serves, and what it refuses, is in :doc:`/pools`.
     :param park_margin: Seconds a durable agent's sandbox waits for its task's next try
         beyond the task's retry delay, a quarter of an hour by default (see :doc:`/backend`,
         "A durable agent's sandbox").
@@ -170,24 +159,8 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         warm_pool: SandboxSource | None = None,
         park_margin: float = _parking.PARK_MARGIN,
     ) -> None:
-        settings = checked_settings(
-            image=image,
-            cpu=cpu,
-            memory=memory,
-            resources=resources,
-            cpu_request=cpu_request,
-            memory_request=memory_request,
-            registry_conn_id=registry_conn_id,
-            sandbox_timeout=sandbox_timeout,
-            ready_timeout=ready_timeout,
-            use_server_proxy=use_server_proxy,
-            workdir=workdir,
-            snapshot=snapshot,
-            volumes=volumes,
-            pause_when_released=pause_when_released,
-            warm_pool=warm_pool,
-            park_margin=park_margin,
-        )
+        # Every argument but the connection id, by name.
+        settings = checked_settings(**{k: v for k, v in locals().items() if k in _SETTINGS})
         self.opensandbox_conn_id = opensandbox_conn_id
         self.image: str = settings["image"]
         self.cpu: str = settings["cpu"]
@@ -214,8 +187,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # One backend serves every run of a task in the process at once, so what it knows
         # about a sandbox is kept by handle, never on the instance.
         self._sandboxes: dict[str, SandboxRecord] = {}
-        # Sandboxes this backend destroyed to end a command: a call on one made at the same
-        # time as that command is told the sandbox was replaced, as that command's call is.
+        # Sandboxes this backend destroyed to end a command (see _abandoned).
         self._abandoned = Abandoned()
         # Durable tries' sandboxes, each with its slot, until its try ends; and each slot a try
         # has had a sandbox for, so that one lost under a command is replaced, not looked for.
@@ -303,7 +275,11 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             metadata.update(slot.metadata())
         started = time.monotonic()
         template = template.stamped(metadata)
-        sdk, drawn = obtain(template, self.warm_pool, lifecycle=self._lifecycle, config=config)
+        drawn, sdk = self.warm_pool, None
+        if drawn is not None:
+            sdk = drawn.take(template, lifecycle=self._lifecycle, config=config)
+        if sdk is None:
+            sdk, drawn = create_cold(template, config), None
         record = SandboxRecord(
             sdk,
             expires_at=started + self.sandbox_timeout,
@@ -313,7 +289,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         # Known by handle from here on, so that a failure below destroys it as any other.
         with self._lock:
             self._sandboxes[sdk.id] = record
-        how, made_from = origin(template, drawn)
+        how, made_from = drawn.origin(template) if drawn else ("Created", template.made_from)
         log.info(
             "%s OpenSandbox sandbox %s from %s with %s, in %.2fs.",
             how,
