@@ -15,7 +15,6 @@ a file's size is known before any of it is read.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import uuid
@@ -102,11 +101,7 @@ class BackgroundCommand:
                 return None
             await require_ok(response, "read the status of a background command")
             body = await aread_at_most(response, MAX_STATUS_BODY)
-        try:
-            parsed = json.loads(body) if body is not None else None
-        except (ValueError, RecursionError):
-            parsed = None
-        return parse_status(parsed, self.command_id)
+        return parse_status(body, self.command_id)
 
     async def output(self, cursor: int, *, limit: int) -> OutputPiece:
         """Up to ``limit`` bytes of the combined output from byte ``cursor`` on."""
