@@ -58,17 +58,12 @@ STALL_WINDOW = 10.0
 # and the stream is given up only when that goes unanswered this long too: a frozen or vanished
 # sandbox is noticed within the two added up.
 LIVENESS_PROBE_TIMEOUT = 15.0
-# How long past its deadline a command's stream is read at most, heartbeats or not, and how long
-# past it a silent stream is asked after through the command's status. At its deadline execd
-# sends SIGKILL to the command's whole process group, with no SIGTERM first, writes the error
-# event within milliseconds, after any output still unread, and ends the response one second
-# later, sending a heartbeat every 3 s until then (docs/execd-wire.rst, wire-timeout, wire-ping,
-# wire-grace). So a healthy stream has ended about a second past the deadline, and the status
-# says the command ended as soon as its group is dead: 9 s past it is that second, two
-# heartbeats missed and a second to spare, and what is still open then is dead, whatever
-# execd's ping says. The last second of the 10 s a call promises past its budget
-# (docs/backend.rst) is for ending it: the sandbox destroyed. A stream silent since its first
-# frame is noticed by the stall window before this, and ended from the command's status.
+# How long past its deadline a command's stream is read at most, heartbeats or not, and a silent
+# one asked after through the command's status. execd kills the command at its deadline and ends
+# the stream a second later, heartbeating until then (docs/execd-wire.rst, wire-timeout,
+# wire-grace): 9 s is that second, two heartbeats missed and a second to spare, so what is still
+# open then is dead, whatever execd's ping says. The last second of the 10 s a call promises past
+# its budget (docs/backend.rst) is for destroying the sandbox.
 MAX_STREAM_PAST_DEADLINE = 9.0
 # How often a new sandbox's execd is asked whether it is up. A refused or proxied ping
 # answers in milliseconds, so polling this often costs nothing and saves the SDK's
@@ -94,13 +89,10 @@ _EVENT_STREAM_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-cac
 
 class CutShort(SandboxError):
     """
-    A download's body stopped before the length execd announced for it: it ended early, or
-    nothing more of it came within the read timeout. The transport error is its cause.
-
-    execd announces the file's size when it starts to send it, so a file that shrinks
-    meanwhile leaves the body short: the connection closes early, or stays open with nothing
-    more on it. A sandbox that ends, or a network that fails, looks the same, so the caller,
-    which can ask the server and execd again, decides which it was.
+    A download's body ended, or went silent past the read timeout, before the length execd
+    announced; the transport error is its cause. A file that shrank while it was sent, a sandbox
+    that ended and a failed network look alike, so the caller, which can ask the server and execd
+    again, decides which it was.
     """
 
     def __init__(self, path: str) -> None:
@@ -121,10 +113,7 @@ class NoSuchPath(SandboxError):
 
 @dataclass(frozen=True)
 class FileInfo:
-    """
-    What execd says a path is, without following a link, and its size
-    (docs/execd-wire.rst, wire-fileinfo).
-    """
+    """What execd says a path is, not following a link (docs/execd-wire.rst, wire-fileinfo)."""
 
     # ``file``, ``directory``, ``symlink`` or ``other``.
     kind: str
@@ -144,10 +133,7 @@ class Entry:
 
 @dataclass(frozen=True)
 class StreamWindows:
-    """
-    How long a command's stream may be silent, how long a ping about it may take, and how long
-    past the command's deadline the stream lasts at most; the defaults are the module's.
-    """
+    """A command stream's stall window, ping timeout and most time past its deadline."""
 
     stall: float = STALL_WINDOW
     ping: float = LIVENESS_PROBE_TIMEOUT
@@ -248,23 +234,14 @@ class Execd:
         """
         Run ``command`` through execd, which kills it ``timeout_ms`` milliseconds after it starts.
 
-        ``cwd`` is the directory it runs in; ``None`` leaves it to execd. ``on_output`` is
-        handed each stream's output as it arrives (see :class:`EventParser`). In the
-        ``background``, the stream ends as soon as the command has started, and carries its id
-        but none of its output (docs/execd-wire.rst, wire-background). The stream is read
-        incrementally and given up on once the terminal event has arrived, rather than
-        waiting out execd's grace after it (docs/execd-wire.rst, wire-grace).
-
-        execd answers once the command has started, so the answer's headers are waited for
-        for the connection's request timeout. Then the stream is given up on once it is silent
-        for the stall window: before the command's deadline only when execd answers no ping
-        either, past it at once, since execd has killed the command by then; and it is given
-        up on, heartbeats or not, :data:`MAX_STREAM_PAST_DEADLINE` past the deadline.
-
-        A foreground stream that breaks before its terminal event, silent or dropped, is not
-        the command's end: how the command ends is then asked of execd (see :mod:`._recovery`),
-        and ``gone``, which asks the server whether the sandbox still exists, tells a killed
-        sandbox from a network blip.
+        ``cwd`` ``None`` leaves the directory to execd; ``on_output`` is handed each stream's
+        output as it arrives (see :class:`EventParser`); a ``background`` stream ends once the
+        command has started (docs/execd-wire.rst, wire-background). The stream is left at the
+        terminal event, not after execd's grace (wire-grace). A silent stream is given up on as
+        :data:`STALL_WINDOW` and :data:`MAX_STREAM_PAST_DEADLINE` say. A foreground stream that
+        breaks before its terminal event is not the command's end: how it ended is asked of
+        execd (see :mod:`._recovery`), and ``gone``, which asks the server whether the sandbox
+        still exists, tells a killed sandbox from a network blip.
         """
         body: dict[str, object] = {"command": command, "timeout": timeout_ms}
         if cwd is not None:
@@ -505,12 +482,9 @@ class Execd:
         never taken for a failed download. A range from byte 0 is always satisfiable, and
         execd answers it with a 200 or a 206 alike (docs/execd-wire.rst, wire-range).
         """
-        doing = f"read {path!r}"
         with (
-            by_deadline(deadline, doing),
-            as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)),
-        ):
-            with self._http.stream(
+            _about(path, f"read {path!r}", deadline),
+            self._http.stream(
                 "GET",
                 EXECD_PORT,
                 "/files/download",
@@ -518,24 +492,21 @@ class Execd:
                 params={"path": path},
                 headers={"Range": f"bytes=0-{max_bytes}"},
                 own_connection=True,
-            ) as response:
-                try:
-                    # As each socket read brings them: re-cutting them to a fixed size would
-                    # copy every byte once more for no bound that is not already there.
-                    yield from iter_raw(response)
-                except (httpx.RemoteProtocolError, httpx.ReadTimeout) as e:
-                    raise CutShort(path) from e
+            ) as response,
+        ):
+            try:
+                # As each socket read brings them: re-cutting them to a fixed size would
+                # copy every byte once more for no bound that is not already there.
+                yield from iter_raw(response)
+            except (httpx.RemoteProtocolError, httpx.ReadTimeout) as e:
+                raise CutShort(path) from e
 
     def upload(self, path: str, content: bytes, *, deadline: Deadline) -> None:
         """
         Write ``content`` to ``path``, creating its parent directories
         (docs/execd-wire.rst, wire-upload).
         """
-        doing = f"write {path!r}"
-        with (
-            by_deadline(deadline, doing),
-            as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)),
-        ):
+        with _about(path, f"write {path!r}", deadline):
             self._send_for_status(
                 "/files/upload",
                 "Upload file",
@@ -635,13 +606,12 @@ class Execd:
     ) -> bytes | None:
         """The body of a GET about ``path``, or ``None`` once it runs past ``limit`` bytes."""
         with (
-            by_deadline(deadline, doing),
-            as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)),
-        ):
-            with self._http.stream(
+            _about(path, doing, deadline),
+            self._http.stream(
                 "GET", EXECD_PORT, route, operation, params={"path": path, **query}
-            ) as response:
-                return read_at_most(response, limit)
+            ) as response,
+        ):
+            return read_at_most(response, limit)
 
 
 @contextmanager
@@ -662,6 +632,13 @@ def by_deadline(deadline: Deadline, doing: str) -> Iterator[None]:
                 f"Could not {doing}: the sandbox had not finished answering after the "
                 f"{deadline.seconds:g}s allowed, so the request was given up."
             ) from e
+
+
+@contextmanager
+def _about(path: str, doing: str, deadline: Deadline) -> Iterator[None]:
+    """:func:`by_deadline` and :func:`as_sandbox_errors` for a request about ``path``."""
+    with by_deadline(deadline, doing), as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)):
+        yield
 
 
 def _json(body: bytes | None) -> Any:
