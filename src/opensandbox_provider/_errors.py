@@ -96,25 +96,23 @@ def status_of(error: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
-def sdk_exceptions() -> tuple[type[Exception], ...]:
-    """
-    The SDK's base exception, which its calls fail with, for an ``except`` clause; none when
-    the SDK is not installed, since then no call can raise it.
-    """
+def _sdk_exception(name: str) -> tuple[type[Exception], ...]:
+    """The SDK's exception ``name``, for an ``except``; none without the SDK, as none is raised."""
     try:
-        from opensandbox.exceptions import SandboxException
+        from opensandbox import exceptions
     except ImportError:
         return ()
-    return (SandboxException,)
+    return (getattr(exceptions, name),)
+
+
+def sdk_exceptions() -> tuple[type[Exception], ...]:
+    """The SDK's base exception, which its calls fail with (see :func:`_sdk_exception`)."""
+    return _sdk_exception("SandboxException")
 
 
 def api_exceptions() -> tuple[type[Exception], ...]:
-    """The SDK's exception for an error answer, the one that carries a status; as above."""
-    try:
-        from opensandbox.exceptions import SandboxApiException
-    except ImportError:
-        return ()
-    return (SandboxApiException,)
+    """The SDK's exception for an error answer, the one that carries a status."""
+    return _sdk_exception("SandboxApiException")
 
 
 def transport_errors() -> tuple[type[Exception], ...]:
