@@ -1,16 +1,12 @@
 """
 A background command's status and output, read from execd asynchronously, for a trigger.
 
-A background command's stream ends once it has started; what it does next is asked for by
-id: its status, and its output from a byte cursor (docs/execd-wire.rst, wire-background,
-wire-status, wire-logs). The triggerer runs many triggers on one event loop, so these reads
-are async and never block it; where execd is and which headers reach it are resolved
-beforehand, by the backend.
-
-execd writes a background command's stdout and stderr to one file, so a command started with
-:func:`separated` sends each stream to a file of its own instead, read by byte range
-(docs/execd-wire.rst, wire-range): the streams stay apart, as a foreground command's do, and
-a file's size is known before any of it is read.
+Its stream ends once it has started, so its status and its output from a byte cursor are asked
+for by id (docs/execd-wire.rst, wire-background, wire-status, wire-logs), async, since the
+triggerer runs many triggers on one event loop. execd writes its stdout and stderr to one file,
+so :func:`separated` sends each stream to a file of its own, read by byte range (wire-range):
+the streams stay apart, as a foreground command's do, and a file's size is known before any of
+it is read.
 """
 
 from __future__ import annotations
@@ -73,10 +69,9 @@ class BackgroundCommand:
     """
     One background command of one sandbox's execd, over an async client.
 
-    Every call ends, connect, headers and body alike, ``call_timeout`` seconds after it starts,
-    and reads no more of an answer than it can use (see :mod:`.._clients`): the triggerer
-    shares one event loop among every deferred task, and a guest answering slowly, or with
-    more than was asked for, must cost no more than one call's wait.
+    Every call ends whole ``call_timeout`` seconds after it starts and reads no more of an
+    answer than it can use (see :mod:`.._clients`): on the triggerer's shared event loop a guest
+    answering slowly, or with too much, must cost no more than one call's wait.
     """
 
     def __init__(
