@@ -61,10 +61,8 @@ async def _aas_sent(response: httpx.Response) -> None:
 
 def iter_raw(response: httpx.Response) -> Iterator[bytes]:
     """
-    The body as sent, as httpx reads it, checking the current call's deadline after every piece.
-
-    On a transport whose connections keep deadlines the reads themselves do; on any other,
-    this is what ends a body that trickles in.
+    The body as sent, as httpx reads it, checking the current call's deadline after every piece:
+    on a transport whose connections do not keep deadlines, this ends a body that trickles in.
     """
     for chunk in response.iter_raw():
         _deadline.check()
