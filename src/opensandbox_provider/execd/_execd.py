@@ -101,10 +101,8 @@ class CutShort(SandboxError):
 
 class NoSuchPath(SandboxError):
     """
-    execd answered 404 for a path (docs/execd-wire.rst, wire-file-errors).
-
-    Through the server's proxy a sandbox that no longer exists answers the same, so the
-    caller, which can ask the server, decides which it was.
+    execd answered 404 for a path (docs/execd-wire.rst, wire-file-errors), as a sandbox gone
+    from behind the server's proxy does: the caller, which can ask the server, decides which.
     """
 
     def __init__(self, path: str) -> None:
@@ -203,10 +201,7 @@ class Execd:
             time.sleep(min(READY_POLL_INTERVAL, max(remaining, 0.0)))
 
     def start(self, command: str, *, timeout_ms: int, cwd: str | None) -> str:
-        """
-        Start ``command`` in the background and return its id, once execd has started it
-        (docs/execd-wire.rst, wire-background).
-        """
+        """Start ``command`` in the background (docs/execd-wire.rst, wire-background); its id."""
         # The stream of a background command carries no output, so one byte of budget is all.
         streamed = self.run(
             command, timeout_ms=timeout_ms, max_output_bytes=1, cwd=cwd, background=True
@@ -306,7 +301,13 @@ class Execd:
                 "again: it may still start, and execd kills it at its deadline. Run it again "
                 "once the sandbox is less busy, or raise the connection's request_timeout."
             ) from e
-        _require_event_stream(response)
+        content_type = response.headers.get("content-type", "")
+        if "text/event-stream" not in content_type:
+            raise SandboxTerminalError(
+                f"The sandbox answered a command with Content-Type '{quoted(content_type, 200)}' "
+                "rather than an event stream, so what answers on its execd port is not execd. "
+                "Check the execd image the OpenSandbox server is configured with."
+            )
         # Past the headers, a read waits for the stall window: on the socket path each read says
         # so itself, and any other transport takes it from the request, read by read.
         timeouts = dict(response.request.extensions.get("timeout", {}))
@@ -476,11 +477,9 @@ class Execd:
         self, path: str, *, max_bytes: int, deadline: Deadline
     ) -> Generator[bytes, None, None]:
         """
-        The first ``max_bytes + 1`` bytes of ``path``, as they arrive.
-
-        A generator, so that what the caller does with a chunk fails in the caller and is
-        never taken for a failed download. A range from byte 0 is always satisfiable, and
-        execd answers it with a 200 or a 206 alike (docs/execd-wire.rst, wire-range).
+        The first ``max_bytes + 1`` bytes of ``path``, as they arrive: a generator, so what the
+        caller does with a chunk fails in the caller, not as the download. A range from byte 0 is
+        always satisfiable, answered with a 200 or a 206 alike (docs/execd-wire.rst, wire-range).
         """
         with (
             _about(path, f"read {path!r}", deadline),
@@ -502,10 +501,7 @@ class Execd:
                 raise CutShort(path) from e
 
     def upload(self, path: str, content: bytes, *, deadline: Deadline) -> None:
-        """
-        Write ``content`` to ``path``, creating its parent directories
-        (docs/execd-wire.rst, wire-upload).
-        """
+        """Write ``content`` to ``path``, making its parents (docs/execd-wire.rst, wire-upload)."""
         with _about(path, f"write {path!r}", deadline):
             self._send_for_status(
                 "/files/upload",
@@ -521,12 +517,11 @@ class Execd:
 
     def create_working_directory(self, path: str) -> None:
         """
-        Create ``path`` and its parents, unless ``path`` is there already
-        (docs/execd-wire.rst, wire-mkdir).
+        Create ``path`` and its parents unless it is there (docs/execd-wire.rst, wire-mkdir).
 
-        A directory that exists is left as it is: execd would set the new directory's mode on
-        it too, and ``/tmp`` would lose its sticky, world-writable 1777. Any failure is
-        terminal: it happens while the sandbox is being provisioned.
+        One that exists is left as it is: execd would set the mode on it too, and ``/tmp`` would
+        lose its sticky, world-writable 1777. Any failure is terminal: it is made while the
+        sandbox is provisioned.
         """
         doing = f"create the working directory {path!r}"
         try:
@@ -587,10 +582,7 @@ class Execd:
         ]
 
     def _send_for_status(self, route: str, operation: str, **options: Unpack[Options]) -> None:
-        """
-        POST to ``route``, whose answer says all in its status: an error raises the SDK's
-        exception for it, and no more than :data:`MAX_INFO_BODY` of a success is read.
-        """
+        """POST to ``route``, whose status says all; no more than :data:`MAX_INFO_BODY` is read."""
         with self._http.stream("POST", EXECD_PORT, route, operation, **options) as response:
             first_bytes(response, MAX_INFO_BODY)
 
@@ -618,9 +610,7 @@ class Execd:
 def by_deadline(deadline: Deadline, doing: str) -> Iterator[None]:
     """
     Bound every read and write in the block by ``deadline``; ``doing`` completes "Could not ...".
-
-    Once it has passed, whatever failed in the block failed for it, and says so: the sandbox
-    was answering too slowly, which the model may work around with a smaller request.
+    Past it, a failure says the sandbox answered too slowly, which a smaller request may cure.
     """
     with bounded_by(deadline.at):
         try:
@@ -658,13 +648,3 @@ def _what_came(body: bytes | None, parsed: object, limit: int) -> str:
     if parsed is None and body.strip() != b"null":
         return f"its answer is not JSON ('{quoted(body.decode('utf-8', 'replace'), 80)}')"
     return f"its answer is JSON of another shape ('{quoted(body.decode('utf-8', 'replace'), 80)}')"
-
-
-def _require_event_stream(response: httpx.Response) -> None:
-    content_type = response.headers.get("content-type", "")
-    if "text/event-stream" not in content_type:
-        raise SandboxTerminalError(
-            f"The sandbox answered a command with Content-Type '{quoted(content_type, 200)}' "
-            "rather than an event stream, so what answers on its execd port is not execd. Check "
-            "the execd image the OpenSandbox server is configured with."
-        )
