@@ -91,10 +91,8 @@ class _Watch:
 
 def _as_streamed(text: str) -> str:
     """
-    ``text`` as a foreground command's output comes back: every line ending in a line feed.
-
-    A foreground command's output arrives as line events, which say nothing of how a line
-    ended (docs/execd-wire.rst, wire-lines); a deferred one returns the same as it would.
+    ``text`` as a foreground command's output comes back, from line events that do not say how
+    a line ended (docs/execd-wire.rst, wire-lines): every line ending in a line feed.
     """
     text = _LINE_END.sub("\n", text)
     return text if not text or text.endswith("\n") else text + "\n"
@@ -180,10 +178,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         )
 
     def _lifecycle(self) -> AsyncLifecycle:
-        """
-        The server's lifecycle API, awaited on the triggerer's loop: the triggerer holds no
-        backend, whose calls block and whose leases run on threads.
-        """
+        # Awaited on the triggerer's loop: no backend, whose calls block and leases use threads.
         return AsyncLifecycle(self.opensandbox_conn_id)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
