@@ -1,14 +1,11 @@
 """
 A command's output in the task log, line by line as it arrives, bounded per line and in all.
 
-The operator feeds it what execd streams, the trigger what a background command's log
-cursor returns; either may split a line anywhere, so the pieces of each stream are joined
-back into lines here, never holding more than one bounded line per stream.
-
-What a command prints is the guest's, not the provider's, so no line of it can pass for one of
-the provider's own: each is marked with the stream it came from, and the control characters a
-terminal would obey (a carriage return that rewrites the line, an escape sequence that clears
-the screen or recolours what follows) are written out as escapes instead.
+The operator and the trigger may feed it a line split anywhere, so each stream's pieces are
+joined back into lines here, never holding more than one bounded line per stream. What a command
+prints is the guest's, so no line of it can pass for one of the provider's own: each is marked
+with its stream, and the controls a terminal would obey (a carriage return that rewrites the
+line, an escape sequence that clears the screen) are written out as escapes.
 """
 
 from __future__ import annotations

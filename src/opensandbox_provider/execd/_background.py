@@ -47,10 +47,8 @@ def output_paths() -> dict[str, str]:
 
 def separated(command: str, paths: dict[str, str]) -> str:
     """
-    ``command`` with its stdout and stderr appended to the files in ``paths``.
-
-    The redirection is the script's first line, so everything the command's shell runs,
-    its own error messages too, writes to those files; the command itself is unchanged.
+    ``command`` with its stdout and stderr appended to the files in ``paths``: the redirection
+    is the script's first line, so all its shell runs, its own errors too, writes to them.
     """
     stdout, stderr = shlex.quote(paths["stdout"]), shlex.quote(paths["stderr"])
     return f"exec >>{stdout} 2>>{stderr}\n{command}"
@@ -118,10 +116,8 @@ class BackgroundCommand:
 
     async def output_file(self, path: str, cursor: int, *, limit: int) -> OutputPiece:
         """
-        Up to ``limit`` bytes of the file at ``path`` from byte ``cursor`` on, and its size.
-
-        A range read: execd streams it from the file, so neither side holds more than
-        ``limit`` bytes however large the file has grown. A file not there yet has nothing.
+        Up to ``limit`` bytes of the file at ``path`` from byte ``cursor`` on, and its size, by a
+        range read, so neither side holds more than ``limit`` bytes however large the file is.
         """
         async with (
             within(self._call_timeout, "the request for the command's output"),

@@ -1,9 +1,6 @@
 """
-What execd says of one command it started, foreground or background
-(docs/execd-wire.rst, wire-status).
-
-Read by the trigger, asynchronously, for a background command, and by the backend, to learn
-how a foreground command ended when its event stream broke before saying so.
+What execd says of one command it started (docs/execd-wire.rst, wire-status): read by the
+trigger for a background command, and by the backend when a foreground command's stream broke.
 """
 
 from __future__ import annotations
