@@ -94,11 +94,9 @@ class BoundedTail:
 @dataclass(frozen=True)
 class Ending:
     """
-    How execd said the command ended: its terminal event.
-
-    ``exit_code`` is ``None`` when execd reported a failure without a status it could put
-    in a number (a command that could not start); -1 is Go's exit code for a process
-    ended by a signal, which is also how a command killed at its deadline ends.
+    How execd said the command ended: its terminal event. ``exit_code`` is ``None`` for a
+    failure with no numeric status (a command that could not start), and -1, Go's code for a
+    process ended by a signal, for one killed at its deadline too.
     """
 
     exit_code: int | None
