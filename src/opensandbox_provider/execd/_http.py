@@ -90,11 +90,9 @@ class SandboxHttp:
         **options: Unpack[Options],
     ) -> Iterator[httpx.Response]:
         """
-        The answer with its body unread; an error answer raises :class:`ErrorAnswer`.
-
-        An error answer is one of 300 or above, or, given ``expect``, any other status.
-        Leaving the block before the body has ended closes the connection instead of
-        returning it to the pool.
+        The answer with its body unread; an error answer (300 or above, or, given ``expect``, any
+        other status) raises :class:`ErrorAnswer`. Leaving the block before the body has ended
+        closes the connection instead of returning it to the pool.
         """
         response = self._send(method, port, path, stream=True, **options)
         try:

@@ -457,13 +457,10 @@ class OpenSandboxCommandTrigger(BaseTrigger):
 
     async def on_kill(self) -> None:
         """
-        Destroy the sandbox if the task was ended while it waited (marked failed or success,
-        or cleared); leave it if the task still runs.
-
-        Airflow 3.3 cancels a trigger the same way when its task is ended and when the trigger
-        was handed to another triggerer, so the task's state tells them apart: a task still
-        deferred, or already resumed by the other triggerer's event, has someone holding its
-        sandbox.
+        Destroy the sandbox if the task was ended while it waited (marked failed or success, or
+        cleared); leave it if the task still runs. Airflow 3.3 cancels a trigger alike when its
+        task is ended and when it is handed to another triggerer, so the task's state tells them
+        apart (see :data:`STILL_RUNNING_STATES`).
         """
         state = await self._task_state()
         if state in STILL_RUNNING_STATES:
