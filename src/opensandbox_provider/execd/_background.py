@@ -22,11 +22,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxError
 from opensandbox_provider._clients import afirst_bytes, aread_at_most, within
 from opensandbox_provider._errors import quoted
 from opensandbox_provider.execd._command_id import in_path
-from opensandbox_provider.execd._command_status import (
-    MAX_STATUS_BODY,
-    CommandStatus,
-    parse_status,
-)
+from opensandbox_provider.execd._command_status import MAX_STATUS_BODY, CommandStatus, parse_status
 
 # execd gives the offset of the output's end in this header (docs/execd-wire.rst, wire-logs).
 TAIL_CURSOR_HEADER = "EXECD-COMMANDS-TAIL-CURSOR"

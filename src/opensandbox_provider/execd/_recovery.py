@@ -22,11 +22,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxError
 from opensandbox_provider._clients import read_at_most
 from opensandbox_provider._errors import status_of, transport_errors
 from opensandbox_provider.execd._command_id import in_path
-from opensandbox_provider.execd._command_status import (
-    MAX_STATUS_BODY,
-    CommandStatus,
-    parse_status,
-)
+from opensandbox_provider.execd._command_status import MAX_STATUS_BODY, CommandStatus, parse_status
 from opensandbox_provider.execd._deadline import bounded_by
 from opensandbox_provider.execd._http import SandboxHttp
 
