@@ -148,11 +148,9 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         # A trigger deferred by an earlier release has one combined output, read through
         # execd's log of it from ``cursor``, and no deadline of its own: both are made here.
         self.output_paths = output_paths
-        self.deadline_at = (
-            time.time() + command_timeout + MAX_RUNNING_PAST_DEADLINE
-            if deadline_at is None
-            else deadline_at
-        )
+        if deadline_at is None:
+            deadline_at = time.time() + command_timeout + MAX_RUNNING_PAST_DEADLINE
+        self.deadline_at = deadline_at
         self.task_deadline_at = task_deadline_at
         self.poll_interval = poll_interval
         self.max_output_bytes = max_output_bytes
@@ -434,14 +432,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             self.sandbox,
             quoted(status.error, 200) or f"exit code {exit_code}",
         )
-        end = CommandEnd(
-            exit_code=exit_code,
-            stdout=stdout,
-            stderr=stderr,
-            timed_out=timed_out,
-            stopped=self._stopped or None,
-        )
-        return self._event(end)
+        return self._event(CommandEnd(exit_code, stdout, stderr, timed_out, self._stopped or None))
 
     def _gone(self) -> TriggerEvent:
         return self._error(
