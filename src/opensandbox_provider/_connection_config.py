@@ -1,11 +1,9 @@
 """
-The SDK's connection configs, on transports of this provider's own that trust the certificate
-authorities a connection names: the sync one's keeps each call's deadline (see
-:mod:`._transport`), and the async one, the triggerer's, is always given its transport.
-
-Its transports take no proxy from the environment: the SDK hands each of its clients the
-config's transport, and httpx reads the proxy variables only for a client built without one
-(see :mod:`._clients`). Imported only once the SDK is known to be installed (see :mod:`._sdk`).
+The SDK's connection configs, on transports of our own that trust the authorities a connection
+names: the sync one's keeps each call's deadline (see :mod:`._transport`), the async one, the
+triggerer's, is always given its transport. So no proxy comes from the environment: the SDK
+hands every client the config's transport, and httpx reads the proxy variables only for a client
+built without one (see :mod:`._clients`). Imported once the SDK is known installed (:mod:`._sdk`).
 """
 
 from __future__ import annotations

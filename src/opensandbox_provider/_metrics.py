@@ -1,11 +1,6 @@
 """
-The metrics this provider sends through Airflow's ``Stats``, named in one place (docs/metrics.rst
-lists them with their meanings).
-
-Airflow prefixes every name with its ``[metrics] statsd_prefix`` (``airflow`` by default), and
-sends nothing unless a metrics backend is configured. Tags reach only backends that carry them
-(Datadog, OpenTelemetry, StatsD with InfluxDB tags); a route is in the name too, so that plain
-StatsD tells them apart.
+The metrics this provider sends through Airflow's ``Stats``, named in one place; docs/metrics.rst
+says what each means, how Airflow prefixes them, and why a route is in a name as well as a tag.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ log = logging.getLogger(__name__)
 # the server from a Kubernetes pool.
 Route = Literal["cold", "warm_pool", "server_pool"]
 
-# Each name's meaning is in docs/metrics.rst, which tests/unit/test_metrics.py holds to NAMES.
+# tests/unit/test_metrics.py holds docs/metrics.rst to NAMES.
 CREATED = "opensandbox.sandbox.create.{route}"  # a timer, by route
 WARM_POOL_HIT = "opensandbox.warm_pool.hit"
 WARM_POOL_MISS = "opensandbox.warm_pool.miss"
