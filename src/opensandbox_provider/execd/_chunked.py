@@ -27,11 +27,9 @@ _SIZE = re.compile(rb"[ \t]*([0-9A-Fa-f]+)[ \t]*(?:;.*)?")
 
 class ChunkedDecoder:
     """
-    Turns a chunked body, fed in any split, into the bytes it carries.
-
-    :meth:`feed` returns the body bytes that ``data`` completed; :attr:`done` is set at the
-    last (zero-size) chunk, after which nothing is read: the trailer section that may follow
-    is never wanted here, and the connection is closed rather than reused.
+    Turns a chunked body, fed in any split, into the bytes it carries. :attr:`done` is set at
+    the last (zero-size) chunk, after which nothing is read: the trailer section is never wanted
+    here, and the connection is closed rather than reused.
     """
 
     def __init__(self) -> None:

@@ -454,11 +454,10 @@ class Execd:
 
     def link_target(self, link: str) -> str | None:
         """
-        The path the symbolic link at the absolute path ``link`` ends at, following every link
-        on the way, or ``None`` when the sandbox cannot say.
-
-        execd's file API never follows a link (docs/execd-wire.rst, wire-info), and a download
-        follows it blindly, so the sandbox's own ``readlink`` is asked.
+        Where the symbolic link at the absolute path ``link`` ends, every link followed, or
+        ``None`` when the sandbox cannot say. execd's file API never follows a link
+        (docs/execd-wire.rst, wire-info) and a download follows it blindly: the guest's
+        ``readlink`` is asked.
         """
         with as_sandbox_errors(f"resolve the symbolic link {link!r}"):
             streamed = self.run(
@@ -546,11 +545,9 @@ class Execd:
 
     def list_directory(self, path: str, *, limit: int, deadline: Deadline) -> list[Entry] | None:
         """
-        The names directly in ``path``, or ``None`` when it holds more than ``limit``.
-
-        Counted before any is parsed into an :class:`Entry`, and a body past
-        :data:`MAX_LIST_BODY` is not parsed at all: the SDK parses a listing whole, so a
-        directory of a million names would be a million objects before any cap could apply.
+        The names directly in ``path``, or ``None`` when it holds more than ``limit``, counted
+        before any becomes an :class:`Entry`, and past :data:`MAX_LIST_BODY` not parsed at all:
+        the SDK's whole parse makes a million objects of a million names before any cap.
         """
         body = self._read(
             "/directories/list",
