@@ -231,10 +231,7 @@ def to_sandbox_error(
 
 @contextmanager
 def as_sandbox_errors(
-    doing: str,
-    *,
-    terminal: bool = False,
-    missing: Callable[[], SandboxError] | None = None,
+    doing: str, *, terminal: bool = False, missing: Callable[[], SandboxError] | None = None
 ) -> Iterator[None]:
     """
     Raise what :func:`to_sandbox_error` makes of any SDK or request failure in the block.

@@ -41,11 +41,7 @@ class OutputLog:
     """
 
     def __init__(
-        self,
-        log: TaskLog,
-        *,
-        max_line: int = MAX_LOGGED_LINE,
-        max_total: int = MAX_LOGGED_BYTES,
+        self, log: TaskLog, *, max_line: int = MAX_LOGGED_LINE, max_total: int = MAX_LOGGED_BYTES
     ) -> None:
         self._log = log
         self._max_line = max_line

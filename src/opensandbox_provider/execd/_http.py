@@ -141,9 +141,7 @@ def endpoint_target(
 
 
 def iter_body(
-    response: httpx.Response,
-    read_timeout: float,
-    still_alive: Callable[[], bool] | None = None,
+    response: httpx.Response, read_timeout: float, still_alive: Callable[[], bool] | None = None
 ) -> Iterator[bytes]:
     """
     The body as it arrives, each piece what one read brought, every read ending by the current
