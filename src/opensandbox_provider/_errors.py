@@ -47,7 +47,6 @@ class ErrorAnswer(httpx.HTTPStatusError):
     """
     An error answer to a request this provider made itself: its status, and the server's code
     and message when its body is the server's JSON error (docs/execd-wire.rst, wire-errors).
-
     ``response`` holds the body as far as it was read, which the caller bounds.
     """
 

@@ -61,11 +61,9 @@ class OutputPiece:
 
 class BackgroundCommand:
     """
-    One background command of one sandbox's execd, over an async client.
-
-    Every call ends whole ``call_timeout`` seconds after it starts and reads no more of an
-    answer than it can use (see :mod:`.._clients`): on the triggerer's shared event loop a guest
-    answering slowly, or with too much, must cost no more than one call's wait.
+    One background command of one sandbox's execd, over an async client. Every call ends whole
+    ``call_timeout`` seconds after it starts and reads no more than it can use (see
+    :mod:`.._clients`): on the triggerer's shared loop a slow or verbose guest costs one wait.
     """
 
     def __init__(

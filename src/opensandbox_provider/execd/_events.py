@@ -288,10 +288,9 @@ class _Skipped:
 
 class _LongText:
     """
-    The text of an output frame longer than :data:`MAX_WHOLE_FRAME`, read as it streams.
-
-    The text is kept as a window of its raw JSON, never much longer than twice what the
-    stream's tail can use, and decoded once it ends; the rest of the frame is skipped.
+    The text of an output frame longer than :data:`MAX_WHOLE_FRAME`, read as it streams: kept
+    as a window of its raw JSON, never much over twice what the stream's tail can use, decoded
+    once it ends; the rest of the frame is skipped.
     """
 
     def __init__(self, tail: BoundedTail) -> None:
@@ -377,11 +376,9 @@ _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
 
 def _clean_cut(raw: bytearray, position: int) -> int:
     """
-    The first place at or after ``position`` where a JSON string's text can be cut.
-
-    Never inside an escape sequence (``\\n``, ``\\u00e9``) and never inside a UTF-8
-    character, so the bytes after the cut decode on their own. ``raw`` starts at such a
-    place, which is what makes counting backslashes back to its start exact.
+    The first place at or after ``position`` where a JSON string's text can be cut so the rest
+    decodes on its own: not inside an escape sequence (``\\n``, ``\\u00e9``) nor a UTF-8
+    character. ``raw`` starts at such a place, which makes counting backslashes back exact.
     """
     if _backslashes_before(raw, position) % 2:
         position += 5 if raw[position : position + 1] == b"u" else 1
