@@ -33,11 +33,9 @@ MAX_LOGGED_BYTES = 16 * 1024 * 1024
 
 class OutputLog:
     """
-    Logs each line of a command's output to ``log`` as soon as the line is complete.
-
-    :param log: The task's logger.
-    :param max_line: Bytes of one line that are logged; the rest of it is replaced by a note.
-    :param max_total: Bytes logged in all, after which a note says the rest is not logged.
+    Logs each line of a command's output to ``log``, the task's logger, once it is complete:
+    ``max_line`` bytes of it, the rest replaced by a note, and after ``max_total`` bytes in all
+    a note that the rest is not logged.
     """
 
     def __init__(
