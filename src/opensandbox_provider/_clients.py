@@ -61,10 +61,8 @@ async def _aas_sent(response: httpx.Response) -> None:
 
 def iter_raw(response: httpx.Response) -> Iterator[bytes]:
     """
-    The body as sent, as httpx reads it, checking the current call's deadline after every piece.
-
-    On a transport whose connections keep deadlines the reads themselves do; on any other,
-    this is what ends a body that trickles in.
+    The body as sent, as httpx reads it, checking the current call's deadline after every piece:
+    on a transport whose connections do not keep deadlines, this ends a body that trickles in.
     """
     for chunk in response.iter_raw():
         _deadline.check()
@@ -116,11 +114,9 @@ class CallTimedOut(httpx.TimeoutException):
 @asynccontextmanager
 async def within(seconds: float, doing: str) -> AsyncIterator[None]:
     """
-    End the block, connect, headers and body alike, ``seconds`` after it starts.
-
-    httpx's timeouts bound each read on its own, so an answer dripped a byte at a time would
-    keep the call, and the trigger awaiting it, pending for as long as the guest likes.
-    ``doing`` completes "... had not answered ... within": the error names what was asked.
+    End the block, connect, headers and body alike, ``seconds`` after it starts: httpx bounds
+    each read on its own, so an answer dripped a byte at a time would keep the trigger awaiting
+    it pending as long as the guest likes. ``doing`` names what was asked, in the error.
     """
     try:
         async with asyncio.timeout(seconds):

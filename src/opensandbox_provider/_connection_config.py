@@ -1,11 +1,9 @@
 """
-The SDK's connection configs, on transports of this provider's own that trust the certificate
-authorities a connection names: the sync one's keeps each call's deadline (see
-:mod:`._transport`), and the async one, the triggerer's, is always given its transport.
-
-Its transports take no proxy from the environment: the SDK hands each of its clients the
-config's transport, and httpx reads the proxy variables only for a client built without one
-(see :mod:`._clients`). Imported only once the SDK is known to be installed (see :mod:`._sdk`).
+The SDK's connection configs, on transports of our own that trust the authorities a connection
+names: the sync one's keeps each call's deadline (see :mod:`._transport`), the async one, the
+triggerer's, is always given its transport. So no proxy comes from the environment: the SDK
+hands every client the config's transport, and httpx reads the proxy variables only for a client
+built without one (see :mod:`._clients`). Imported once the SDK is known installed (:mod:`._sdk`).
 """
 
 from __future__ import annotations
@@ -95,11 +93,9 @@ def on_a_transport_of_its_own(**settings: Any) -> AsyncConnectionConfig:
     """
     An async config on a transport built here, which trusts the connection's ``ca_bundle``.
 
-    A transport given to the SDK is one it never closes, not when a manager closes nor when a
-    connect fails, so the lifecycle calls and the endpoint lookup of one trigger share it
-    whatever fails; its holder closes it (``await config.transport.aclose()``) on the event
-    loop that used it. Like every transport under an SDK client, it takes no proxy from the
-    environment (see :mod:`._clients`).
+    The SDK never closes a transport it is given, so one trigger's lifecycle calls and endpoint
+    lookup share it whatever fails; its holder closes it (``await config.transport.aclose()``)
+    on the event loop that used it. It takes no proxy from the environment (see :mod:`._clients`).
     """
     # The SDK's default, which the transports it builds itself retry by.
     policy = RetryPolicy()
@@ -113,13 +109,10 @@ def on_a_transport_of_its_own(**settings: Any) -> AsyncConnectionConfig:
 
 def shared_trust(ca_certificates: str | None) -> ssl.SSLContext:
     """
-    :func:`trusting`, made once per process for each set of authorities.
-
-    Each context holds its own copy of every authority it trusts, about 0.8 MiB, and a
-    triggerer holds two async clients a deferred task: fifty tasks would hold a hundred copies.
-    A context serves any number of connections, and every client of ours sets the same ALPN
-    (HTTP/1.1) on it. The environment's authorities are part of the key, as they are read when
-    a context is made.
+    :func:`trusting`, made once per process for each set of authorities: a context holds its own
+    copy of every authority, about 0.8 MiB, and a triggerer two async clients a deferred task.
+    Every client of ours sets the same ALPN (HTTP/1.1) on it. The environment's authorities are
+    part of the key, as they are read when a context is made.
     """
     return _trust(ca_certificates, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
 

@@ -1,15 +1,11 @@
 """
 Failures become ``SandboxError`` or ``SandboxTerminalError`` here, only here, by one table.
 
-The line between the two is the toolset's: a ``SandboxError`` goes back to the model as
-something it may work around (a bad path, a command the server refused), a
-``SandboxTerminalError`` fails the task so Airflow retries it (credentials refused, the
-server unreachable, the sandbox gone).
-
-Three kinds of failure come here: the SDK's exceptions, from the calls made through it;
-httpx's, from the requests this provider makes itself; and :class:`ErrorAnswer`, an error
-answer to one of those. :func:`to_sandbox_error` looks each up in one table, by class, as httpx
-maps httpcore's exceptions to its own.
+The line is the toolset's: a ``SandboxError`` goes back to the model as something it may work
+around (a bad path, a command the server refused), a ``SandboxTerminalError`` fails the task so
+Airflow retries it (credentials refused, the server unreachable, the sandbox gone). The SDK's
+exceptions, httpx's and :class:`ErrorAnswer` (an error answer to a request of our own) are
+looked up in one table by class, as httpx maps httpcore's exceptions to its own.
 """
 
 from __future__ import annotations
@@ -51,7 +47,6 @@ class ErrorAnswer(httpx.HTTPStatusError):
     """
     An error answer to a request this provider made itself: its status, and the server's code
     and message when its body is the server's JSON error (docs/execd-wire.rst, wire-errors).
-
     ``response`` holds the body as far as it was read, which the caller bounds.
     """
 
@@ -96,25 +91,23 @@ def status_of(error: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
-def sdk_exceptions() -> tuple[type[Exception], ...]:
-    """
-    The SDK's base exception, which its calls fail with, for an ``except`` clause; none when
-    the SDK is not installed, since then no call can raise it.
-    """
+def _sdk_exception(name: str) -> tuple[type[Exception], ...]:
+    """The SDK's exception ``name``, for an ``except``; none without the SDK, as none is raised."""
     try:
-        from opensandbox.exceptions import SandboxException
+        from opensandbox import exceptions
     except ImportError:
         return ()
-    return (SandboxException,)
+    return (getattr(exceptions, name),)
+
+
+def sdk_exceptions() -> tuple[type[Exception], ...]:
+    """The SDK's base exception, which its calls fail with (see :func:`_sdk_exception`)."""
+    return _sdk_exception("SandboxException")
 
 
 def api_exceptions() -> tuple[type[Exception], ...]:
-    """The SDK's exception for an error answer, the one that carries a status; as above."""
-    try:
-        from opensandbox.exceptions import SandboxApiException
-    except ImportError:
-        return ()
-    return (SandboxApiException,)
+    """The SDK's exception for an error answer, the one that carries a status."""
+    return _sdk_exception("SandboxApiException")
 
 
 def transport_errors() -> tuple[type[Exception], ...]:
@@ -221,11 +214,9 @@ def to_sandbox_error(
     error: BaseException, doing: str, *, terminal: bool = False
 ) -> SandboxError | None:
     """
-    The sandbox error ``error`` stands for, or ``None`` when it is not a failure of the SDK
-    or of a request (see :func:`_table`).
-
-    ``doing`` completes "Could not ..." in the message. ``terminal`` makes every failure
-    terminal, for calls the model has no part in, such as provisioning.
+    The sandbox error ``error`` stands for (see :func:`_table`), or ``None`` when it is not a
+    failure of the SDK or of a request. ``doing`` completes "Could not ..."; ``terminal`` makes
+    every failure terminal, for calls the model has no part in, such as provisioning.
     """
     if isinstance(error, SandboxError):
         return error
@@ -239,17 +230,12 @@ def to_sandbox_error(
 
 @contextmanager
 def as_sandbox_errors(
-    doing: str,
-    *,
-    terminal: bool = False,
-    missing: Callable[[], SandboxError] | None = None,
+    doing: str, *, terminal: bool = False, missing: Callable[[], SandboxError] | None = None
 ) -> Iterator[None]:
     """
     Raise what :func:`to_sandbox_error` makes of any SDK or request failure in the block.
-
-    ``missing`` answers a 404, which a file API returns both for a path that does not
-    exist and for a sandbox that does not: it confirms the sandbox exists (raising if it
-    does not) and returns the error for the path.
+    ``missing`` answers a 404, which a file API gives for a missing path and a missing sandbox
+    alike: it confirms the sandbox exists (raising if not) and returns the path's error.
     """
     try:
         yield

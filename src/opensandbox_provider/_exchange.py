@@ -1,18 +1,14 @@
 """
 One HTTP/1.1 exchange on a connection of its own, driven through h11, its body read in bulk.
 
-httpcore reads a body 64 KiB at a time and hands a chunked one over chunk by chunk, each through
-h11's parser and httpx's layers; execd flushes every event of a command as a chunk of its own
-(docs/execd-wire.rst, wire-framing), so a chatty command is millions of them, and a 256 MiB
-export is four thousand reads. Here the request and the answer's head go through an
-:class:`h11.Connection` of our own, and once the head is in, what h11 read past it
-(:attr:`h11.Connection.trailing_data`) and the rest of the body are read from the socket in
-reads of :data:`BODY_READ_SIZE`, their framing stripped in bulk: a length counted, a chunked
-body by :class:`~.execd._chunked.ChunkedDecoder`.
-
-The connection carries this one exchange and is closed with the answer, so a body given up
-half read ends nothing but itself. Its socket comes from the transport's network backend, so
-every read and write keeps the current call's deadline (see :mod:`.execd._deadline`).
+httpcore reads a body 64 KiB at a time, a 256 MiB export four thousand reads, and hands a
+chunked one over chunk by chunk through h11's and httpx's layers; execd flushes every event as a
+chunk (docs/execd-wire.rst, wire-framing), a chatty command's millions. Here only the head goes
+through h11; the body is read from the socket :data:`BODY_READ_SIZE` at a time, its framing
+stripped in bulk (by :class:`~.execd._chunked.ChunkedDecoder` when chunked). The connection is
+closed with the answer, so a body given up half read ends nothing but itself, and its socket,
+from the transport's network backend, keeps the current call's deadline (see
+:mod:`.execd._deadline`).
 """
 
 from __future__ import annotations
@@ -52,8 +48,6 @@ _HTTPX_ERRORS: dict[type[Exception], type[httpx.TransportError]] = {
 }
 # The statuses whose answers carry no body, whatever their headers say (RFC 9112, 6.3).
 _BODILESS = frozenset({204, 304})
-
-
 _MAPPED = tuple(_HTTPX_ERRORS)
 
 

@@ -1,45 +1,31 @@
 """
-The metrics this provider sends through Airflow's ``Stats``, named in one place (docs/metrics.rst
-lists them with their meanings).
-
-Airflow prefixes every name with its ``[metrics] statsd_prefix`` (``airflow`` by default), and
-sends nothing unless a metrics backend is configured. Tags reach only backends that carry them
-(Datadog, OpenTelemetry, StatsD with InfluxDB tags); a route is in the name too, so that plain
-StatsD tells them apart.
+The metrics this provider sends through Airflow's ``Stats``, named in one place; docs/metrics.rst
+says what each means, how Airflow prefixes them, and why a route is in a name as well as a tag.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Literal
+from typing import Literal, get_args
 
 log = logging.getLogger(__name__)
 
+# How a sandbox came to a task: created by the server, taken from a warm pool, or bound by
+# the server from a Kubernetes pool.
 Route = Literal["cold", "warm_pool", "server_pool"]
-"""How a sandbox came to a task: created by the server, taken from a warm pool, or bound by
-the server from a Kubernetes pool."""
 
-CREATED = "opensandbox.sandbox.create.{route}"
-"""Timer: from asking for a sandbox to its being ready for a command (execd answering, the
-egress policy proven, the working directory made), by route."""
+# tests/unit/test_metrics.py holds docs/metrics.rst to NAMES.
+CREATED = "opensandbox.sandbox.create.{route}"  # a timer, by route
 WARM_POOL_HIT = "opensandbox.warm_pool.hit"
-"""Counter: a draw that took a ready sandbox from a warm pool."""
 WARM_POOL_MISS = "opensandbox.warm_pool.miss"
-"""Counter: a draw that got none (empty, unreachable, or made with other arguments), whether
-the task then created one or failed as the pool said."""
 KILLED_BY_RETRY = "opensandbox.sandbox.killed.retry"
-"""Counter: sandboxes an earlier try of a task instance left, killed by the operator before
-its next try's command ran."""
 KILLED_BY_CLEANUP = "opensandbox.sandbox.killed.cleanup"
-"""Counter: leaked sandboxes the maintenance cleanup killed."""
 STREAM_ABANDONED = "opensandbox.command.abandoned"
-"""Counter: commands whose output stream was given up on, their sandbox destroyed to end them."""
 POLICY_UNENFORCED = "opensandbox.egress.policy_unenforced"
-"""Counter: sandboxes refused because their egress sidecar did not prove the network policy."""
 
 NAMES = (
-    *(CREATED.format(route=route) for route in ("cold", "warm_pool", "server_pool")),
+    *(CREATED.format(route=route) for route in get_args(Route)),
     WARM_POOL_HIT,
     WARM_POOL_MISS,
     KILLED_BY_RETRY,

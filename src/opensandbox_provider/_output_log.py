@@ -1,14 +1,11 @@
 """
 A command's output in the task log, line by line as it arrives, bounded per line and in all.
 
-The operator feeds it what execd streams, the trigger what a background command's log
-cursor returns; either may split a line anywhere, so the pieces of each stream are joined
-back into lines here, never holding more than one bounded line per stream.
-
-What a command prints is the guest's, not the provider's, so no line of it can pass for one of
-the provider's own: each is marked with the stream it came from, and the control characters a
-terminal would obey (a carriage return that rewrites the line, an escape sequence that clears
-the screen or recolours what follows) are written out as escapes instead.
+The operator and the trigger may feed it a line split anywhere, so each stream's pieces are
+joined back into lines here, never holding more than one bounded line per stream. What a command
+prints is the guest's, so no line of it can pass for one of the provider's own: each is marked
+with its stream, and the controls a terminal would obey (a carriage return that rewrites the
+line, an escape sequence that clears the screen) are written out as escapes.
 """
 
 from __future__ import annotations
@@ -36,19 +33,13 @@ MAX_LOGGED_BYTES = 16 * 1024 * 1024
 
 class OutputLog:
     """
-    Logs each line of a command's output to ``log`` as soon as the line is complete.
-
-    :param log: The task's logger.
-    :param max_line: Bytes of one line that are logged; the rest of it is replaced by a note.
-    :param max_total: Bytes logged in all, after which a note says the rest is not logged.
+    Logs each line of a command's output to ``log``, the task's logger, once it is complete:
+    ``max_line`` bytes of it, the rest replaced by a note, and after ``max_total`` bytes in all
+    a note that the rest is not logged.
     """
 
     def __init__(
-        self,
-        log: TaskLog,
-        *,
-        max_line: int = MAX_LOGGED_LINE,
-        max_total: int = MAX_LOGGED_BYTES,
+        self, log: TaskLog, *, max_line: int = MAX_LOGGED_LINE, max_total: int = MAX_LOGGED_BYTES
     ) -> None:
         self._log = log
         self._max_line = max_line

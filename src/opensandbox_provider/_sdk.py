@@ -13,10 +13,8 @@ class OpenSandboxNotInstalled(ImportError):
 
 def require_sdk() -> None:
     """
-    Import the SDK, or raise :class:`OpenSandboxNotInstalled` saying how to install it.
-
-    Called before anything here touches the SDK, so that the package itself imports, and
-    Dags using it parse, on a machine that has not installed the extra.
+    Import the SDK, or raise :class:`OpenSandboxNotInstalled` saying how to install it: called
+    first, so the package imports, and Dags using it parse, where the extra is not installed.
     """
     try:
         import opensandbox  # noqa: F401

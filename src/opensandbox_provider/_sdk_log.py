@@ -19,26 +19,19 @@ _ENTRY_SEPARATORS = re.compile(r"[\s,]+")
 
 def quiet_sdk_loggers() -> None:
     """Set the SDK's loggers to WARNING, unless a level was chosen for them (see the module)."""
-    chosen = _levels_from_airflow_config()
-    for name, level in chosen.items():
-        logging.getLogger(name).setLevel(level)
-    sdk = logging.getLogger(SDK_LOGGER)
-    if SDK_LOGGER not in chosen and sdk.level == logging.NOTSET:
-        sdk.setLevel(logging.WARNING)
-
-
-def _levels_from_airflow_config() -> dict[str, str]:
-    """The levels ``[logging] namespace_levels`` gives the SDK's loggers, by logger name."""
     from airflow.providers.common.compat.sdk import conf
 
     # Airflow before 3.2 has no such option, which reads as none given.
     value = conf.get("logging", "namespace_levels", fallback=None)
-    levels: dict[str, str] = {}
+    chosen: set[str] = set()
     for entry in _ENTRY_SEPARATORS.split(value or ""):
         name, _, level = entry.partition("=")
         name, level = name.strip(), level.strip().upper()
         if (name == SDK_LOGGER or name.startswith(f"{SDK_LOGGER}.")) and isinstance(
             logging.getLevelName(level), int
         ):
-            levels[name] = level
-    return levels
+            logging.getLogger(name).setLevel(level)
+            chosen.add(name)
+    sdk = logging.getLogger(SDK_LOGGER)
+    if SDK_LOGGER not in chosen and sdk.level == logging.NOTSET:
+        sdk.setLevel(logging.WARNING)

@@ -2,14 +2,11 @@
 The HTTP transport under every client a connection config makes, built from httpcore's public
 parts as the SDK builds its own deadline pool.
 
-The SDK's default transport is an httpcore pool inside httpx's transport, whose network backend
-and SSL context are private to the layers that hold them. This one is the same pool built here,
-``httpcore.ConnectionPool(network_backend=...)``, so its parts are ours: every connection it
-opens keeps the current call's deadline (see :mod:`.execd._deadline`), and its TLS trusts the
-authorities the connection names (its ``ca_bundle``) beside the system's.
-
-A request that carries :data:`OWN_CONNECTION` is sent on a connection of its own instead, its
-body read from the socket in bulk (see :mod:`._exchange`): a command's event stream, a download.
+The SDK's default pool sits inside httpx's transport, its network backend and SSL context
+private; this one is built here, so every connection it opens keeps the current call's deadline
+(see :mod:`.execd._deadline`) and its TLS also trusts the connection's ``ca_bundle``. A request
+that carries :data:`OWN_CONNECTION` (a command's event stream, a download) is sent on a
+connection of its own instead, its body read from the socket in bulk (see :mod:`._exchange`).
 """
 
 from __future__ import annotations

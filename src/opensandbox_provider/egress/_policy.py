@@ -66,10 +66,8 @@ _HOSTNAME = re.compile(
 
 def network_policy(spec: SandboxSpec | None) -> NetworkPolicy | None:
     """
-    The policy to create the sandbox with, or ``None`` for none at all.
-
-    No policy is sent for an open spec, so a server without the egress sidecar can still
-    run it. Raises :class:`SandboxTerminalError` for a spec this backend cannot enforce.
+    The policy to create the sandbox with; ``None`` for an open spec, so a server without the
+    egress sidecar can still run it. Raises :class:`SandboxTerminalError` for one not enforceable.
     """
     targets = allowed_targets(spec)
     if targets is None:
@@ -83,10 +81,8 @@ def network_policy(spec: SandboxSpec | None) -> NetworkPolicy | None:
 def allowed_targets(spec: SandboxSpec | None) -> list[str] | None:
     """
     The hosts and ranges a deny-by-default spec allows, checked and in the sidecar's form, or
-    ``None`` for a spec that denies nothing.
-
-    Needs no SDK, so the operator runs it when the Dag is parsed. Raises
-    :class:`SandboxTerminalError` for a spec this backend cannot enforce.
+    ``None`` for a spec that denies nothing. Needs no SDK, so the operator runs it when the Dag
+    is parsed. Raises :class:`SandboxTerminalError` for a spec this backend cannot enforce.
     """
     if spec is None:
         return None
@@ -127,9 +123,8 @@ def describe(policy: NetworkPolicy | None) -> str:
 
 def require_enforced(http: SandboxHttp, requested: NetworkPolicy, *, sandbox: str) -> None:
     """
-    Fail closed: refuse ``sandbox`` unless its sidecar enforces ``requested`` as asked.
-
-    Only for a sandbox no guest code has run in yet: the read carries the sidecar's token.
+    Fail closed: refuse ``sandbox`` unless its sidecar enforces ``requested`` as asked. Only
+    for a sandbox no guest code has run in yet: the read carries the sidecar's token.
     """
     problem = unenforced(http, requested)
     if problem is not None:
@@ -149,9 +144,8 @@ def unenforced(http: SandboxHttp, requested: NetworkPolicy) -> str | None:
     Reads ``GET /policy`` itself rather than through the SDK, whose ``get_egress_policy``
     drops the enforcement mode and fails on the ``"egress": null`` the sidecar reports
     for a policy without rules (docs/execd-wire.rst, wire-egress-get); then asks once more
-    without the token, which must be refused. A read that fails (an error status, no answer,
-    a body that is not JSON) is made again as :data:`POLICY_READ_ATTEMPTS` says; only an
-    answer that differs, or none within :data:`POLICY_READ_WINDOW`, is a problem.
+    without the token, which must be refused. A read that fails is made again as
+    :data:`POLICY_READ_ATTEMPTS` says.
     """
     started = time.monotonic()
     give_up_at = started + POLICY_READ_WINDOW

@@ -1,21 +1,16 @@
 """
 A background command's status and output, read from execd asynchronously, for a trigger.
 
-A background command's stream ends once it has started; what it does next is asked for by
-id: its status, and its output from a byte cursor (docs/execd-wire.rst, wire-background,
-wire-status, wire-logs). The triggerer runs many triggers on one event loop, so these reads
-are async and never block it; where execd is and which headers reach it are resolved
-beforehand, by the backend.
-
-execd writes a background command's stdout and stderr to one file, so a command started with
-:func:`separated` sends each stream to a file of its own instead, read by byte range
-(docs/execd-wire.rst, wire-range): the streams stay apart, as a foreground command's do, and
-a file's size is known before any of it is read.
+Its stream ends once it has started, so its status and its output from a byte cursor are asked
+for by id (docs/execd-wire.rst, wire-background, wire-status, wire-logs), async, since the
+triggerer runs many triggers on one event loop. execd writes its stdout and stderr to one file,
+so :func:`separated` sends each stream to a file of its own, read by byte range (wire-range):
+the streams stay apart, as a foreground command's do, and a file's size is known before any of
+it is read.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import uuid
@@ -27,11 +22,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxError
 from opensandbox_provider._clients import afirst_bytes, aread_at_most, within
 from opensandbox_provider._errors import quoted
 from opensandbox_provider.execd._command_id import in_path
-from opensandbox_provider.execd._command_status import (
-    MAX_STATUS_BODY,
-    CommandStatus,
-    parse_status,
-)
+from opensandbox_provider.execd._command_status import MAX_STATUS_BODY, CommandStatus, parse_status
 
 # execd gives the offset of the output's end in this header (docs/execd-wire.rst, wire-logs).
 TAIL_CURSOR_HEADER = "EXECD-COMMANDS-TAIL-CURSOR"
@@ -52,10 +43,8 @@ def output_paths() -> dict[str, str]:
 
 def separated(command: str, paths: dict[str, str]) -> str:
     """
-    ``command`` with its stdout and stderr appended to the files in ``paths``.
-
-    The redirection is the script's first line, so everything the command's shell runs,
-    its own error messages too, writes to those files; the command itself is unchanged.
+    ``command`` with its stdout and stderr appended to the files in ``paths``: the redirection
+    is the script's first line, so all its shell runs, its own errors too, writes to them.
     """
     stdout, stderr = shlex.quote(paths["stdout"]), shlex.quote(paths["stderr"])
     return f"exec >>{stdout} 2>>{stderr}\n{command}"
@@ -72,12 +61,9 @@ class OutputPiece:
 
 class BackgroundCommand:
     """
-    One background command of one sandbox's execd, over an async client.
-
-    Every call ends, connect, headers and body alike, ``call_timeout`` seconds after it starts,
-    and reads no more of an answer than it can use (see :mod:`.._clients`): the triggerer
-    shares one event loop among every deferred task, and a guest answering slowly, or with
-    more than was asked for, must cost no more than one call's wait.
+    One background command of one sandbox's execd, over an async client. Every call ends whole
+    ``call_timeout`` seconds after it starts and reads no more than it can use (see
+    :mod:`.._clients`): on the triggerer's shared loop a slow or verbose guest costs one wait.
     """
 
     def __init__(
@@ -102,11 +88,7 @@ class BackgroundCommand:
                 return None
             await require_ok(response, "read the status of a background command")
             body = await aread_at_most(response, MAX_STATUS_BODY)
-        try:
-            parsed = json.loads(body) if body is not None else None
-        except (ValueError, RecursionError):
-            parsed = None
-        return parse_status(parsed, self.command_id)
+        return parse_status(body, self.command_id)
 
     async def output(self, cursor: int, *, limit: int) -> OutputPiece:
         """Up to ``limit`` bytes of the combined output from byte ``cursor`` on."""
@@ -128,10 +110,8 @@ class BackgroundCommand:
 
     async def output_file(self, path: str, cursor: int, *, limit: int) -> OutputPiece:
         """
-        Up to ``limit`` bytes of the file at ``path`` from byte ``cursor`` on, and its size.
-
-        A range read: execd streams it from the file, so neither side holds more than
-        ``limit`` bytes however large the file has grown. A file not there yet has nothing.
+        Up to ``limit`` bytes of the file at ``path`` from byte ``cursor`` on, and its size, by a
+        range read, so neither side holds more than ``limit`` bytes however large the file is.
         """
         async with (
             within(self._call_timeout, "the request for the command's output"),

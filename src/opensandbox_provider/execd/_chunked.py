@@ -1,15 +1,11 @@
 """
 HTTP/1.1's chunked transfer coding, decoded a socket read at a time rather than a chunk at a time.
 
-execd flushes every event as a chunk of its own (docs/execd-wire.rst, wire-framing), so a chatty
-command arrives as millions of chunks of about 150 bytes. httpx's HTTP/1.1 layer hands them over one
-by one, and at several microseconds a chunk that, not the parsing of events, caps how fast lines can
-be read. This decoder takes whatever a read brought, however many chunks, and strips their framing
-in a few passes at C speed; what the bulk pass cannot vouch for is decoded one chunk at a time, by
-the same rules.
-
-The decoder is pure and holds no more than one chunk-size line, so a 1 GiB chunk streams
-through it in pieces as small as the reads that bring it.
+execd sends every event as a chunk of about 150 bytes (docs/execd-wire.rst, wire-framing), and at
+several microseconds a chunk httpx's one-by-one handling, not the event parsing, capped the line
+rate. This strips the framing of whatever a read brought in a few passes at C speed, decoding
+one chunk at a time, by the same rules, only what the bulk pass cannot vouch for. It is pure and
+holds at most one chunk-size line, so a 1 GiB chunk streams through in pieces as small as reads.
 """
 
 from __future__ import annotations
@@ -31,11 +27,9 @@ _SIZE = re.compile(rb"[ \t]*([0-9A-Fa-f]+)[ \t]*(?:;.*)?")
 
 class ChunkedDecoder:
     """
-    Turns a chunked body, fed in any split, into the bytes it carries.
-
-    :meth:`feed` returns the body bytes that ``data`` completed; :attr:`done` is set at the
-    last (zero-size) chunk, after which nothing is read: the trailer section that may follow
-    is never wanted here, and the connection is closed rather than reused.
+    Turns a chunked body, fed in any split, into the bytes it carries. :attr:`done` is set at
+    the last (zero-size) chunk, after which nothing is read: the trailer section is never wanted
+    here, and the connection is closed rather than reused.
     """
 
     def __init__(self) -> None:

@@ -1,11 +1,9 @@
 """
 The id execd gives a command, checked before it goes into a URL or a log line.
 
-execd names every command it starts with a random UUID written as 32 lowercase hexadecimal
-digits (docs/execd-wire.rst, wire-command-id). The id arrives in the command's first event,
-from whatever answers on execd's port, and goes into the paths of later requests and into log
-lines; httpx collapses ``..`` in a path, so an id left unchecked could point a request at a
-route of the guest's choosing.
+execd's ids are 32 lowercase hexadecimal digits (docs/execd-wire.rst, wire-command-id), but the
+id comes from whatever answers on execd's port, and httpx collapses ``..`` in a path: unchecked,
+it could point a later request at a route of the guest's choosing.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """
-What execd says of one command it started, foreground or background
-(docs/execd-wire.rst, wire-status).
-
-Read by the trigger, asynchronously, for a background command, and by the backend, to learn
-how a foreground command ended when its event stream broke before saying so.
+What execd says of one command it started (docs/execd-wire.rst, wire-status): read by the
+trigger for a background command, and by the backend when a foreground command's stream broke.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -43,8 +41,12 @@ class CommandStatus:
         return -1 if self.error else 0
 
 
-def parse_status(body: object, command_id: str) -> CommandStatus:
-    """The status in ``body``, execd's parsed JSON answer; anything else is a ``SandboxError``."""
+def parse_status(raw: bytes | None, command_id: str) -> CommandStatus:
+    """The status in execd's answer ``raw`` (``None`` past its bound), or a ``SandboxError``."""
+    try:
+        body = json.loads(raw) if raw is not None else None
+    except (ValueError, RecursionError):
+        body = None
     if not isinstance(body, dict) or not isinstance(body.get("running"), bool):
         raise SandboxError(
             f"execd answered the status of command {command_id} with something that is not a "

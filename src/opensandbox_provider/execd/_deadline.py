@@ -1,12 +1,10 @@
 """
 Deadlines a sandbox cannot stretch: every socket read and write of a call checks the call's.
 
-httpx bounds each read on its own, so a daemon that sends one byte every few seconds, in its
-headers, in a chunk-size line or in a body, keeps a request alive for as long as it likes. So
-the connections of the transports this provider builds check the deadline of the call the
-thread is making, if any, before every read and write, and never wait past it: they are
-opened by :class:`DeadlineBackend`, which the transport of every connection config is built on
-(see :mod:`.._transport`). A call sets its deadline with :func:`bounded_by`.
+httpx bounds each read on its own, so a daemon that sends a byte every few seconds keeps a
+request alive as long as it likes. So every connection :class:`DeadlineBackend` opens (under
+every connection config's transport, see :mod:`.._transport`) never waits past the deadline a
+call set with :func:`bounded_by`.
 """
 
 from __future__ import annotations
@@ -55,10 +53,8 @@ def bounded_by(deadline: float) -> Iterator[None]:
 
 def check() -> None:
     """
-    Raise httpx's read timeout once the current call's deadline has passed.
-
-    For a body read through a transport whose connections do not keep deadlines themselves,
-    checked after every piece of it.
+    Raise httpx's read timeout once the current call's deadline has passed: for a body read
+    through a transport whose connections do not keep deadlines themselves.
     """
     left = _left()
     if left is not None and left <= 0:

@@ -1,15 +1,11 @@
 """
 execd's command event stream, parsed incrementally into byte-bounded output.
 
-execd answers ``POST /command`` with one compact JSON object per event, each followed by
-a blank line, and one event per output line with the line's terminator stripped
-(docs/execd-wire.rst, wire-framing, wire-lines). Nothing bounds a line: a command that prints 1 GiB
-with no newline arrives as a single 1 GiB event. So this parser never needs a whole event in memory.
-Frames up to :data:`MAX_WHOLE_FRAME` are parsed whole; the text of a longer one is read as it
-streams, keeping only what the stream's tail can still use.
-
-The parser is pure: it is fed bytes and holds what it has learned, so it can be tested
-with any split of the stream, and it does no I/O of its own.
+One compact JSON event per output line, each followed by a blank line
+(docs/execd-wire.rst, wire-framing, wire-lines), and nothing bounds a line: 1 GiB printed with
+no newline is one 1 GiB event. So frames up to :data:`MAX_WHOLE_FRAME` are parsed whole, and a
+longer one's text is read as it streams, keeping only what the stream's tail can still use. The
+parser does no I/O, so it can be tested with any split of the stream.
 """
 
 from __future__ import annotations
@@ -18,20 +14,17 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 SEPARATOR = b"\n\n"
-
 # The longest frame parsed in one piece. Output lines are rarely longer; a longer frame is
 # read as a stream, so this also bounds what one frame can hold in memory.
 MAX_WHOLE_FRAME = 1024 * 1024
-
 # Every byte of output arrives as at most six bytes of JSON (``\u0000``), so this many raw
 # bytes always decode to at least the bytes a tail of ``max_bytes`` keeps.
 _ESCAPE_EXPANSION = 6
-
 # Where an event's error text can run long (a hostile daemon), only this much is kept.
 _MAX_ERROR_TEXT = 4096
-
 # The start of an output frame, up to the opening quote of its text: execd's encoder writes
 # "type" first and "text" second (docs/execd-wire.rst, wire-events). SSE's "data:" prefix is
 # allowed, since the SDK accepts that framing too.
@@ -56,10 +49,8 @@ _PLAIN_TEXTS = {
 
 class BoundedTail:
     """
-    The last ``max_bytes`` bytes appended, with whether anything before them was dropped.
-
-    ``sink``, when given, is handed every piece as it is appended, whole lines as execd sent
-    them, so a caller can show output while the command still runs.
+    The last ``max_bytes`` bytes appended, with whether anything before them was dropped;
+    ``sink`` is handed every piece as it is appended, so output shows while the command runs.
     """
 
     def __init__(self, max_bytes: int, sink: Callable[[bytes], None] | None = None) -> None:
@@ -103,11 +94,9 @@ class BoundedTail:
 @dataclass(frozen=True)
 class Ending:
     """
-    How execd said the command ended: its terminal event.
-
-    ``exit_code`` is ``None`` when execd reported a failure without a status it could put
-    in a number (a command that could not start); -1 is Go's exit code for a process
-    ended by a signal, which is also how a command killed at its deadline ends.
+    How execd said the command ended: its terminal event. ``exit_code`` is ``None`` for a
+    failure with no numeric status (a command that could not start), and -1, Go's code for a
+    process ended by a signal, for one killed at its deadline too.
     """
 
     exit_code: int | None
@@ -137,12 +126,10 @@ class EventParser:
     """
     Reads execd's event stream as it arrives, keeping each output stream to a byte budget.
 
-    Feed it bytes in any split with :meth:`feed` and call :meth:`close` at the end of the
-    stream. Once :attr:`ending` is set the command is over: execd sends no output after its
-    terminal event (docs/execd-wire.rst, wire-ordering), so anything fed later is ignored.
-
-    ``on_output``, when given, is called with ``"stdout"`` or ``"stderr"`` and each piece of
-    that stream's output as it is parsed, before it is bounded.
+    :meth:`feed` takes bytes in any split, :meth:`close` the stream's end. Once :attr:`ending`
+    is set, what is fed is ignored: execd sends no output after its terminal event
+    (docs/execd-wire.rst, wire-ordering). ``on_output`` is handed ``"stdout"`` or ``"stderr"``
+    and each piece of that stream's output as it is parsed, before it is bounded.
     """
 
     def __init__(
@@ -254,9 +241,7 @@ class EventParser:
 def _sink(
     on_output: Callable[[str, bytes], None] | None, stream: str
 ) -> Callable[[bytes], None] | None:
-    if on_output is None:
-        return None
-    return lambda data: on_output(stream, data)
+    return None if on_output is None else partial(on_output, stream)
 
 
 def _restore_lines(texts: list[str]) -> bytes:
@@ -303,10 +288,9 @@ class _Skipped:
 
 class _LongText:
     """
-    The text of an output frame longer than :data:`MAX_WHOLE_FRAME`, read as it streams.
-
-    The text is kept as a window of its raw JSON, never much longer than twice what the
-    stream's tail can use, and decoded once it ends; the rest of the frame is skipped.
+    The text of an output frame longer than :data:`MAX_WHOLE_FRAME`, read as it streams: kept
+    as a window of its raw JSON, never much over twice what the stream's tail can use, decoded
+    once it ends; the rest of the frame is skipped.
     """
 
     def __init__(self, tail: BoundedTail) -> None:
@@ -392,11 +376,9 @@ _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
 
 def _clean_cut(raw: bytearray, position: int) -> int:
     """
-    The first place at or after ``position`` where a JSON string's text can be cut.
-
-    Never inside an escape sequence (``\\n``, ``\\u00e9``) and never inside a UTF-8
-    character, so the bytes after the cut decode on their own. ``raw`` starts at such a
-    place, which is what makes counting backslashes back to its start exact.
+    The first place at or after ``position`` where a JSON string's text can be cut so the rest
+    decodes on its own: not inside an escape sequence (``\\n``, ``\\u00e9``) nor a UTF-8
+    character. ``raw`` starts at such a place, which makes counting backslashes back exact.
     """
     if _backslashes_before(raw, position) % 2:
         position += 5 if raw[position : position + 1] == b"u" else 1

@@ -58,17 +58,12 @@ STALL_WINDOW = 10.0
 # and the stream is given up only when that goes unanswered this long too: a frozen or vanished
 # sandbox is noticed within the two added up.
 LIVENESS_PROBE_TIMEOUT = 15.0
-# How long past its deadline a command's stream is read at most, heartbeats or not, and how long
-# past it a silent stream is asked after through the command's status. At its deadline execd
-# sends SIGKILL to the command's whole process group, with no SIGTERM first, writes the error
-# event within milliseconds, after any output still unread, and ends the response one second
-# later, sending a heartbeat every 3 s until then (docs/execd-wire.rst, wire-timeout, wire-ping,
-# wire-grace). So a healthy stream has ended about a second past the deadline, and the status
-# says the command ended as soon as its group is dead: 9 s past it is that second, two
-# heartbeats missed and a second to spare, and what is still open then is dead, whatever
-# execd's ping says. The last second of the 10 s a call promises past its budget
-# (docs/backend.rst) is for ending it: the sandbox destroyed. A stream silent since its first
-# frame is noticed by the stall window before this, and ended from the command's status.
+# How long past its deadline a command's stream is read at most, heartbeats or not, and a silent
+# one asked after through the command's status. execd kills the command at its deadline and ends
+# the stream a second later, heartbeating until then (docs/execd-wire.rst, wire-timeout,
+# wire-grace): 9 s is that second, two heartbeats missed and a second to spare, so what is still
+# open then is dead, whatever execd's ping says. The last second of the 10 s a call promises past
+# its budget (docs/backend.rst) is for destroying the sandbox.
 MAX_STREAM_PAST_DEADLINE = 9.0
 # How often a new sandbox's execd is asked whether it is up. A refused or proxied ping
 # answers in milliseconds, so polling this often costs nothing and saves the SDK's
@@ -94,13 +89,10 @@ _EVENT_STREAM_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-cac
 
 class CutShort(SandboxError):
     """
-    A download's body stopped before the length execd announced for it: it ended early, or
-    nothing more of it came within the read timeout. The transport error is its cause.
-
-    execd announces the file's size when it starts to send it, so a file that shrinks
-    meanwhile leaves the body short: the connection closes early, or stays open with nothing
-    more on it. A sandbox that ends, or a network that fails, looks the same, so the caller,
-    which can ask the server and execd again, decides which it was.
+    A download's body ended, or went silent past the read timeout, before the length execd
+    announced; the transport error is its cause. A file that shrank while it was sent, a sandbox
+    that ended and a failed network look alike, so the caller, which can ask the server and execd
+    again, decides which it was.
     """
 
     def __init__(self, path: str) -> None:
@@ -109,10 +101,8 @@ class CutShort(SandboxError):
 
 class NoSuchPath(SandboxError):
     """
-    execd answered 404 for a path (docs/execd-wire.rst, wire-file-errors).
-
-    Through the server's proxy a sandbox that no longer exists answers the same, so the
-    caller, which can ask the server, decides which it was.
+    execd answered 404 for a path (docs/execd-wire.rst, wire-file-errors), as a sandbox gone
+    from behind the server's proxy does: the caller, which can ask the server, decides which.
     """
 
     def __init__(self, path: str) -> None:
@@ -121,10 +111,7 @@ class NoSuchPath(SandboxError):
 
 @dataclass(frozen=True)
 class FileInfo:
-    """
-    What execd says a path is, without following a link, and its size
-    (docs/execd-wire.rst, wire-fileinfo).
-    """
+    """What execd says a path is, not following a link (docs/execd-wire.rst, wire-fileinfo)."""
 
     # ``file``, ``directory``, ``symlink`` or ``other``.
     kind: str
@@ -144,10 +131,7 @@ class Entry:
 
 @dataclass(frozen=True)
 class StreamWindows:
-    """
-    How long a command's stream may be silent, how long a ping about it may take, and how long
-    past the command's deadline the stream lasts at most; the defaults are the module's.
-    """
+    """A command stream's stall window, ping timeout and most time past its deadline."""
 
     stall: float = STALL_WINDOW
     ping: float = LIVENESS_PROBE_TIMEOUT
@@ -217,10 +201,7 @@ class Execd:
             time.sleep(min(READY_POLL_INTERVAL, max(remaining, 0.0)))
 
     def start(self, command: str, *, timeout_ms: int, cwd: str | None) -> str:
-        """
-        Start ``command`` in the background and return its id, once execd has started it
-        (docs/execd-wire.rst, wire-background).
-        """
+        """Start ``command`` in the background (docs/execd-wire.rst, wire-background); its id."""
         # The stream of a background command carries no output, so one byte of budget is all.
         streamed = self.run(
             command, timeout_ms=timeout_ms, max_output_bytes=1, cwd=cwd, background=True
@@ -248,23 +229,14 @@ class Execd:
         """
         Run ``command`` through execd, which kills it ``timeout_ms`` milliseconds after it starts.
 
-        ``cwd`` is the directory it runs in; ``None`` leaves it to execd. ``on_output`` is
-        handed each stream's output as it arrives (see :class:`EventParser`). In the
-        ``background``, the stream ends as soon as the command has started, and carries its id
-        but none of its output (docs/execd-wire.rst, wire-background). The stream is read
-        incrementally and given up on once the terminal event has arrived, rather than
-        waiting out execd's grace after it (docs/execd-wire.rst, wire-grace).
-
-        execd answers once the command has started, so the answer's headers are waited for
-        for the connection's request timeout. Then the stream is given up on once it is silent
-        for the stall window: before the command's deadline only when execd answers no ping
-        either, past it at once, since execd has killed the command by then; and it is given
-        up on, heartbeats or not, :data:`MAX_STREAM_PAST_DEADLINE` past the deadline.
-
-        A foreground stream that breaks before its terminal event, silent or dropped, is not
-        the command's end: how the command ends is then asked of execd (see :mod:`._recovery`),
-        and ``gone``, which asks the server whether the sandbox still exists, tells a killed
-        sandbox from a network blip.
+        ``cwd`` ``None`` leaves the directory to execd; ``on_output`` is handed each stream's
+        output as it arrives (see :class:`EventParser`); a ``background`` stream ends once the
+        command has started (docs/execd-wire.rst, wire-background). The stream is left at the
+        terminal event, not after execd's grace (wire-grace). A silent stream is given up on as
+        :data:`STALL_WINDOW` and :data:`MAX_STREAM_PAST_DEADLINE` say. A foreground stream that
+        breaks before its terminal event is not the command's end: how it ended is asked of
+        execd (see :mod:`._recovery`), and ``gone``, which asks the server whether the sandbox
+        still exists, tells a killed sandbox from a network blip.
         """
         body: dict[str, object] = {"command": command, "timeout": timeout_ms}
         if cwd is not None:
@@ -329,7 +301,13 @@ class Execd:
                 "again: it may still start, and execd kills it at its deadline. Run it again "
                 "once the sandbox is less busy, or raise the connection's request_timeout."
             ) from e
-        _require_event_stream(response)
+        content_type = response.headers.get("content-type", "")
+        if "text/event-stream" not in content_type:
+            raise SandboxTerminalError(
+                f"The sandbox answered a command with Content-Type '{quoted(content_type, 200)}' "
+                "rather than an event stream, so what answers on its execd port is not execd. "
+                "Check the execd image the OpenSandbox server is configured with."
+            )
         # Past the headers, a read waits for the stall window: on the socket path each read says
         # so itself, and any other transport takes it from the request, read by read.
         timeouts = dict(response.request.extensions.get("timeout", {}))
@@ -476,11 +454,10 @@ class Execd:
 
     def link_target(self, link: str) -> str | None:
         """
-        The path the symbolic link at the absolute path ``link`` ends at, following every link
-        on the way, or ``None`` when the sandbox cannot say.
-
-        execd's file API never follows a link (docs/execd-wire.rst, wire-info), and a download
-        follows it blindly, so the sandbox's own ``readlink`` is asked.
+        Where the symbolic link at the absolute path ``link`` ends, every link followed, or
+        ``None`` when the sandbox cannot say. execd's file API never follows a link
+        (docs/execd-wire.rst, wire-info) and a download follows it blindly: the guest's
+        ``readlink`` is asked.
         """
         with as_sandbox_errors(f"resolve the symbolic link {link!r}"):
             streamed = self.run(
@@ -499,18 +476,13 @@ class Execd:
         self, path: str, *, max_bytes: int, deadline: Deadline
     ) -> Generator[bytes, None, None]:
         """
-        The first ``max_bytes + 1`` bytes of ``path``, as they arrive.
-
-        A generator, so that what the caller does with a chunk fails in the caller and is
-        never taken for a failed download. A range from byte 0 is always satisfiable, and
-        execd answers it with a 200 or a 206 alike (docs/execd-wire.rst, wire-range).
+        The first ``max_bytes + 1`` bytes of ``path``, as they arrive: a generator, so what the
+        caller does with a chunk fails in the caller, not as the download. A range from byte 0 is
+        always satisfiable, answered with a 200 or a 206 alike (docs/execd-wire.rst, wire-range).
         """
-        doing = f"read {path!r}"
         with (
-            by_deadline(deadline, doing),
-            as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)),
-        ):
-            with self._http.stream(
+            _about(path, f"read {path!r}", deadline),
+            self._http.stream(
                 "GET",
                 EXECD_PORT,
                 "/files/download",
@@ -518,24 +490,18 @@ class Execd:
                 params={"path": path},
                 headers={"Range": f"bytes=0-{max_bytes}"},
                 own_connection=True,
-            ) as response:
-                try:
-                    # As each socket read brings them: re-cutting them to a fixed size would
-                    # copy every byte once more for no bound that is not already there.
-                    yield from iter_raw(response)
-                except (httpx.RemoteProtocolError, httpx.ReadTimeout) as e:
-                    raise CutShort(path) from e
+            ) as response,
+        ):
+            try:
+                # As each socket read brings them: re-cutting them to a fixed size would
+                # copy every byte once more for no bound that is not already there.
+                yield from iter_raw(response)
+            except (httpx.RemoteProtocolError, httpx.ReadTimeout) as e:
+                raise CutShort(path) from e
 
     def upload(self, path: str, content: bytes, *, deadline: Deadline) -> None:
-        """
-        Write ``content`` to ``path``, creating its parent directories
-        (docs/execd-wire.rst, wire-upload).
-        """
-        doing = f"write {path!r}"
-        with (
-            by_deadline(deadline, doing),
-            as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)),
-        ):
+        """Write ``content`` to ``path``, making its parents (docs/execd-wire.rst, wire-upload)."""
+        with _about(path, f"write {path!r}", deadline):
             self._send_for_status(
                 "/files/upload",
                 "Upload file",
@@ -550,12 +516,11 @@ class Execd:
 
     def create_working_directory(self, path: str) -> None:
         """
-        Create ``path`` and its parents, unless ``path`` is there already
-        (docs/execd-wire.rst, wire-mkdir).
+        Create ``path`` and its parents unless it is there (docs/execd-wire.rst, wire-mkdir).
 
-        A directory that exists is left as it is: execd would set the new directory's mode on
-        it too, and ``/tmp`` would lose its sticky, world-writable 1777. Any failure is
-        terminal: it happens while the sandbox is being provisioned.
+        One that exists is left as it is: execd would set the mode on it too, and ``/tmp`` would
+        lose its sticky, world-writable 1777. Any failure is terminal: it is made while the
+        sandbox is provisioned.
         """
         doing = f"create the working directory {path!r}"
         try:
@@ -580,11 +545,9 @@ class Execd:
 
     def list_directory(self, path: str, *, limit: int, deadline: Deadline) -> list[Entry] | None:
         """
-        The names directly in ``path``, or ``None`` when it holds more than ``limit``.
-
-        Counted before any is parsed into an :class:`Entry`, and a body past
-        :data:`MAX_LIST_BODY` is not parsed at all: the SDK parses a listing whole, so a
-        directory of a million names would be a million objects before any cap could apply.
+        The names directly in ``path``, or ``None`` when it holds more than ``limit``, counted
+        before any becomes an :class:`Entry`, and past :data:`MAX_LIST_BODY` not parsed at all:
+        the SDK's whole parse makes a million objects of a million names before any cap.
         """
         body = self._read(
             "/directories/list",
@@ -616,10 +579,7 @@ class Execd:
         ]
 
     def _send_for_status(self, route: str, operation: str, **options: Unpack[Options]) -> None:
-        """
-        POST to ``route``, whose answer says all in its status: an error raises the SDK's
-        exception for it, and no more than :data:`MAX_INFO_BODY` of a success is read.
-        """
+        """POST to ``route``, whose status says all; no more than :data:`MAX_INFO_BODY` is read."""
         with self._http.stream("POST", EXECD_PORT, route, operation, **options) as response:
             first_bytes(response, MAX_INFO_BODY)
 
@@ -635,22 +595,19 @@ class Execd:
     ) -> bytes | None:
         """The body of a GET about ``path``, or ``None`` once it runs past ``limit`` bytes."""
         with (
-            by_deadline(deadline, doing),
-            as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)),
-        ):
-            with self._http.stream(
+            _about(path, doing, deadline),
+            self._http.stream(
                 "GET", EXECD_PORT, route, operation, params={"path": path, **query}
-            ) as response:
-                return read_at_most(response, limit)
+            ) as response,
+        ):
+            return read_at_most(response, limit)
 
 
 @contextmanager
 def by_deadline(deadline: Deadline, doing: str) -> Iterator[None]:
     """
     Bound every read and write in the block by ``deadline``; ``doing`` completes "Could not ...".
-
-    Once it has passed, whatever failed in the block failed for it, and says so: the sandbox
-    was answering too slowly, which the model may work around with a smaller request.
+    Past it, a failure says the sandbox answered too slowly, which a smaller request may cure.
     """
     with bounded_by(deadline.at):
         try:
@@ -662,6 +619,13 @@ def by_deadline(deadline: Deadline, doing: str) -> Iterator[None]:
                 f"Could not {doing}: the sandbox had not finished answering after the "
                 f"{deadline.seconds:g}s allowed, so the request was given up."
             ) from e
+
+
+@contextmanager
+def _about(path: str, doing: str, deadline: Deadline) -> Iterator[None]:
+    """:func:`by_deadline` and :func:`as_sandbox_errors` for a request about ``path``."""
+    with by_deadline(deadline, doing), as_sandbox_errors(doing, missing=lambda: NoSuchPath(path)):
+        yield
 
 
 def _json(body: bytes | None) -> Any:
@@ -681,13 +645,3 @@ def _what_came(body: bytes | None, parsed: object, limit: int) -> str:
     if parsed is None and body.strip() != b"null":
         return f"its answer is not JSON ('{quoted(body.decode('utf-8', 'replace'), 80)}')"
     return f"its answer is JSON of another shape ('{quoted(body.decode('utf-8', 'replace'), 80)}')"
-
-
-def _require_event_stream(response: httpx.Response) -> None:
-    content_type = response.headers.get("content-type", "")
-    if "text/event-stream" not in content_type:
-        raise SandboxTerminalError(
-            f"The sandbox answered a command with Content-Type '{quoted(content_type, 200)}' "
-            "rather than an event stream, so what answers on its execd port is not execd. Check "
-            "the execd image the OpenSandbox server is configured with."
-        )

@@ -1,11 +1,10 @@
 """
 HTTP to a sandbox's own services, execd and the egress sidecar, over the SDK's transport.
 
-The SDK resolves where each service is and which headers reach it (the server proxy's API
-key, the sidecar's token), and holds the connection config's transport; the requests made here
-are the few the SDK makes in a way this backend cannot use (see the callers). They bypass the
-SDK's retry wrapper, as the SDK's own event-stream client does: a command must never be
-sent twice, and a readiness ping is retried on this backend's schedule, not with a backoff.
+The SDK resolves where each service is and which headers reach it; the requests made here are
+the few it makes in a way this backend cannot use (see the callers). They bypass the SDK's retry
+wrapper, as its own event-stream client does: a command must never be sent twice, and a
+readiness ping is retried on this backend's schedule, not with a backoff.
 """
 
 from __future__ import annotations
@@ -51,10 +50,8 @@ class Options(TypedDict, total=False):
 
 class SandboxHttp:
     """
-    Requests to one sandbox's services, sharing the sandbox's SDK transport.
-
-    Like httpx's own client, :meth:`status` and :meth:`stream` both go down one path,
-    :meth:`_send`, which resolves the service's endpoint and headers for every request.
+    Requests to one sandbox's services, sharing the sandbox's SDK transport; like httpx's
+    client, every request goes down :meth:`_send`, which resolves its endpoint and headers.
     """
 
     def __init__(self, sandbox: SandboxSync) -> None:
@@ -93,11 +90,9 @@ class SandboxHttp:
         **options: Unpack[Options],
     ) -> Iterator[httpx.Response]:
         """
-        The answer with its body unread; an error answer raises :class:`ErrorAnswer`.
-
-        An error answer is one of 300 or above, or, given ``expect``, any other status.
-        Leaving the block before the body has ended closes the connection instead of
-        returning it to the pool.
+        The answer with its body unread; an error answer (300 or above, or, given ``expect``, any
+        other status) raises :class:`ErrorAnswer`. Leaving the block before the body has ended
+        closes the connection instead of returning it to the pool.
         """
         response = self._send(method, port, path, stream=True, **options)
         try:
@@ -146,22 +141,17 @@ def endpoint_target(
 
 
 def iter_body(
-    response: httpx.Response,
-    read_timeout: float,
-    still_alive: Callable[[], bool] | None = None,
+    response: httpx.Response, read_timeout: float, still_alive: Callable[[], bool] | None = None
 ) -> Iterator[bytes]:
     """
-    The body as it arrives, each piece what one read brought.
+    The body as it arrives, each piece what one read brought, every read ending by the current
+    call's deadline (see :mod:`._deadline`).
 
-    An answer on a connection of its own (see :mod:`.._exchange`), which is what a command's
-    stream is sent on over the transport every connection config builds, is read from its
-    socket in bulk; any other answer, through a transport a user plugged in, is read through
-    httpx. Raises httpx's exceptions either way: :class:`httpx.ReadTimeout` after
-    ``read_timeout`` seconds with nothing read, :class:`httpx.RemoteProtocolError` for a body
-    that ends early. On a connection of its own, ``still_alive`` is asked after each such
-    silence first, and reading goes on while it says yes: a read that timed out leaves the
-    body as it was. Every read, whatever it brings, ends by the current call's deadline (see
-    :mod:`._deadline`).
+    An answer on a connection of its own (see :mod:`.._exchange`) is read from its socket in
+    bulk, any other (a transport a user plugged in) through httpx. Raises httpx's exceptions:
+    :class:`httpx.ReadTimeout` after ``read_timeout`` seconds with nothing read (on a connection
+    of its own only once ``still_alive`` says no: a timed-out read leaves the body as it was),
+    :class:`httpx.RemoteProtocolError` for a body that ends early.
     """
     body = response.extensions.get(SOCKET_BODY)
     if body is None:

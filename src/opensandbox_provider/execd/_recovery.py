@@ -1,23 +1,17 @@
 """
 How a foreground command ended, learned from execd after its event stream broke.
 
-execd runs a command on its own clock, not the request's: when the stream that carries the
-command's events stalls or its connection drops, the command goes on, and execd keeps its
-status (docs/execd-wire.rst, wire-status). So a broken stream is not a lost command: its end is
-asked for by id, on a fresh connection, until execd says it ended. Only two things give the
-command up, after which the caller destroys the sandbox to end it: execd answering nothing for
-:data:`EXECD_UNREACHABLE_BOUND` seconds since it last showed it was there (a byte of the stream
-or an answered ping) and to one last status request after that, or the command's deadline plus
-the backstop's grace passing.
-
-What the command wrote after the break cannot be read back: execd's log endpoint serves only
-background commands and refuses a foreground one (docs/execd-wire.rst, wire-logs). The result
-keeps the output that arrived and says that the rest may be missing.
+execd runs a command on its own clock and keeps its status (docs/execd-wire.rst, wire-status),
+so a stream that stalls or drops is not a lost command: its end is asked for by id, on a fresh
+connection, until execd says. It is given up on, and the caller destroys the sandbox to end it,
+only when execd answers nothing for :data:`EXECD_UNREACHABLE_BOUND` seconds since it last showed
+it was there and to one last status request after that, or at the deadline's backstop. Output
+written after the break cannot be read back (execd's log endpoint refuses a foreground command,
+wire-logs): the result keeps what arrived and says the rest may be missing.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,11 +22,7 @@ from airflow.providers.common.ai.sandbox.base import SandboxError
 from opensandbox_provider._clients import read_at_most
 from opensandbox_provider._errors import status_of, transport_errors
 from opensandbox_provider.execd._command_id import in_path
-from opensandbox_provider.execd._command_status import (
-    MAX_STATUS_BODY,
-    CommandStatus,
-    parse_status,
-)
+from opensandbox_provider.execd._command_status import MAX_STATUS_BODY, CommandStatus, parse_status
 from opensandbox_provider.execd._deadline import bounded_by
 from opensandbox_provider.execd._http import SandboxHttp
 
@@ -83,10 +73,9 @@ def await_end(
     Ask execd for command ``command_id`` until it has ended; give up as the module says.
 
     ``last_contact`` is when execd last showed it was there (a byte of the stream, an answered
-    ping), ``give_up_at`` the command's backstop, and ``overran`` the clause that says the
-    backstop passed. ``gone`` asks the
-    server whether the sandbox still exists; it is asked only after a quick refusal, which a
-    killed sandbox gives and a network blip does not.
+    ping), ``give_up_at`` the command's backstop, and ``overran`` the clause that says it passed.
+    ``gone`` asks the server whether the sandbox still exists; it is asked only after a quick
+    refusal, which a killed sandbox gives and a network blip does not.
     """
     asked = False
     while True:
@@ -145,8 +134,8 @@ def _ask(http: SandboxHttp, port: int, command_id: str, timeout: float) -> Comma
         # has; a proxy in between answers for a sandbox it cannot reach with a 502 or 503.
         return _UNKNOWN if status_of(e) == 404 else _REFUSED
     try:
-        return parse_status(json.loads(body) if body is not None else None, command_id)
-    except (ValueError, RecursionError, SandboxError):
+        return parse_status(body, command_id)
+    except SandboxError:
         return _REFUSED
 
 
@@ -154,11 +143,10 @@ def _known_gone(gone: Callable[[], bool], ask_until: float) -> bool:
     """
     Whether the server says the sandbox is gone; a server that cannot say is no answer.
 
-    Asked within one status request's time, and never past the time the recovery may still
-    ask (the unreachable bound, or its one last question): the SDK
-    retries a failed request and waits its full request timeout on each try, so a server
-    that is restarting, or a lossy link to it, would otherwise hold the recovery past the
-    bound it keeps, and a command execd could still have answered for would be given up.
+    Asked within one status request's time and never past the time the recovery may still ask:
+    the SDK retries a failed request, waiting its full request timeout each try, so a restarting
+    server or a lossy link would otherwise hold the recovery past its bound, and a command execd
+    could still have answered for would be given up.
     """
     deadline = min(time.monotonic() + STATUS_REQUEST_TIMEOUT, ask_until)
     try:

@@ -1,11 +1,10 @@
 """
 A short command run through execd to its end, asynchronously, for the triggerer.
 
-The trigger runs one such command, the graceful stop (see :mod:`..operators._stop`), on the
-event loop every deferred task shares, so it is sent over the trigger's async execd client and
-read from execd's event stream (docs/execd-wire.rst, wire-framing, wire-events) by the same
-pure parser the backend's foreground commands are read with, up to the terminal event
-(wire-exit) rather than through execd's grace after it (wire-grace).
+The trigger's graceful stop (see :mod:`..operators._stop`) runs on the event loop every deferred
+task shares, so it goes over the trigger's async execd client, read by the backend's pure event
+parser (docs/execd-wire.rst, wire-framing, wire-events) up to the terminal event (wire-exit),
+not through execd's grace after it (wire-grace).
 """
 
 from __future__ import annotations
@@ -28,16 +27,12 @@ async def run_to_end(
     call_timeout: float,
 ) -> SandboxExecResult:
     """
-    Run ``command``, which execd kills ``timeout`` seconds after it starts, and return how it
-    ended with each stream's last ``max_output_bytes``.
-
-    The whole call ends by the command's deadline plus ``call_timeout``, however slowly the
-    stream comes: execd has killed the command by then (docs/execd-wire.rst, wire-timeout).
+    Run ``command``, which execd kills ``timeout`` seconds after it starts; how it ended, with
+    each stream's last ``max_output_bytes``. The whole call ends by the command's deadline plus
+    ``call_timeout``: execd has killed the command by then (docs/execd-wire.rst, wire-timeout).
     """
-    # The guest writes what this reads, so nothing of it is held whole: the raw bytes (no
-    # content decoding) go through the parser, which keeps each stream's last
-    # ``max_output_bytes``, a frame to MAX_WHOLE_FRAME and execd's error text to its own cap,
-    # and the whole call, headers and body, ends by its deadline.
+    # The guest writes what this reads, so the raw bytes (no content decoding) go through the
+    # parser, which bounds the tails, each frame and execd's error text.
     parser = EventParser(max_output_bytes)
     async with (
         within(timeout + call_timeout, "the command's stream"),

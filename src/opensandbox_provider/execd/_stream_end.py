@@ -1,11 +1,10 @@
 """
 How a command's event stream ended: every way it can, one type for each, and what it said.
 
-What the backend does next turns on which way it was: an abandoned stream's sandbox is
-destroyed to end the command, and a broken one's result says what the break cost. So the way
-is a type, chosen where the stream is read (:meth:`._execd.Execd.run`), and the reason it
-carries is a clause that only the sentences made from it, where they are logged or put into
-the command's output (``sandbox/_outcome.py``, ``sandbox/backend.py``), read.
+What the backend does next turns on the way (an abandoned stream's sandbox is destroyed, a
+broken one's result says what the break cost), so it is a type, chosen where the stream is read
+(:meth:`._execd.Execd.run`); its ``why`` is a clause for the sentences ``sandbox/_outcome.py``
+and ``sandbox/backend.py`` log or put into the command's output.
 """
 
 from __future__ import annotations
@@ -27,10 +26,9 @@ class EndedByItself:
 @dataclass(frozen=True)
 class Abandoned:
     """
-    The stream was given up on before it ended: execd never answered the command, the
-    stream stalled or was still open past its backstop, or it broke and execd could then not
-    say how the command ended. The caller destroys the sandbox to end the command. ``why`` is
-    a clause for a sentence.
+    The stream was given up on: execd never answered the command, the stream stalled or was
+    open past its backstop, or it broke and execd could not then say how the command ended.
+    The caller destroys the sandbox to end the command.
     """
 
     why: str
@@ -41,7 +39,6 @@ class BrokeEndRecovered:
     """
     The stream broke before its terminal event, and the command's end was then read from
     execd's status (see :mod:`._recovery`); output written after the break may be missing.
-    ``why`` says how it broke, as a clause for a sentence.
     """
 
     why: str
@@ -52,7 +49,7 @@ class BrokeEndUnknown:
     """
     The stream broke before its terminal event, and the command's end stayed unknown: execd
     had no record of the command, or the stream ended by itself (no sign of a stuck guest,
-    so the sandbox is kept) and execd could then not say. ``why`` is a clause for a sentence.
+    so the sandbox is kept) and execd could then not say.
     """
 
     why: str

@@ -91,10 +91,8 @@ class _Watch:
 
 def _as_streamed(text: str) -> str:
     """
-    ``text`` as a foreground command's output comes back: every line ending in a line feed.
-
-    A foreground command's output arrives as line events, which say nothing of how a line
-    ended (docs/execd-wire.rst, wire-lines); a deferred one returns the same as it would.
+    ``text`` as a foreground command's output comes back, from line events that do not say how
+    a line ended (docs/execd-wire.rst, wire-lines): every line ending in a line feed.
     """
     text = _LINE_END.sub("\n", text)
     return text if not text or text.endswith("\n") else text + "\n"
@@ -150,11 +148,9 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         # A trigger deferred by an earlier release has one combined output, read through
         # execd's log of it from ``cursor``, and no deadline of its own: both are made here.
         self.output_paths = output_paths
-        self.deadline_at = (
-            time.time() + command_timeout + MAX_RUNNING_PAST_DEADLINE
-            if deadline_at is None
-            else deadline_at
-        )
+        if deadline_at is None:
+            deadline_at = time.time() + command_timeout + MAX_RUNNING_PAST_DEADLINE
+        self.deadline_at = deadline_at
         self.task_deadline_at = task_deadline_at
         self.poll_interval = poll_interval
         self.max_output_bytes = max_output_bytes
@@ -180,10 +176,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         )
 
     def _lifecycle(self) -> AsyncLifecycle:
-        """
-        The server's lifecycle API, awaited on the triggerer's loop: the triggerer holds no
-        backend, whose calls block and whose leases run on threads.
-        """
+        # Awaited on the triggerer's loop: no backend, whose calls block and leases use threads.
         return AsyncLifecycle(self.opensandbox_conn_id)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -439,14 +432,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
             self.sandbox,
             quoted(status.error, 200) or f"exit code {exit_code}",
         )
-        end = CommandEnd(
-            exit_code=exit_code,
-            stdout=stdout,
-            stderr=stderr,
-            timed_out=timed_out,
-            stopped=self._stopped or None,
-        )
-        return self._event(end)
+        return self._event(CommandEnd(exit_code, stdout, stderr, timed_out, self._stopped or None))
 
     def _gone(self) -> TriggerEvent:
         return self._error(
@@ -462,13 +448,10 @@ class OpenSandboxCommandTrigger(BaseTrigger):
 
     async def on_kill(self) -> None:
         """
-        Destroy the sandbox if the task was ended while it waited (marked failed or success,
-        or cleared); leave it if the task still runs.
-
-        Airflow 3.3 cancels a trigger the same way when its task is ended and when the trigger
-        was handed to another triggerer, so the task's state tells them apart: a task still
-        deferred, or already resumed by the other triggerer's event, has someone holding its
-        sandbox.
+        Destroy the sandbox if the task was ended while it waited (marked failed or success, or
+        cleared); leave it if the task still runs. Airflow 3.3 cancels a trigger alike when its
+        task is ended and when it is handed to another triggerer, so the task's state tells them
+        apart (see :data:`STILL_RUNNING_STATES`).
         """
         state = await self._task_state()
         if state in STILL_RUNNING_STATES:
