@@ -40,6 +40,8 @@ async def run_to_end(
             "POST",
             f"{base_url.rstrip('/')}/command",
             json={"command": command, "timeout": max(1, round(timeout * 1000))},
+            # So that a Go proxy in the way keeps the stream: see .._exchange's ``_send``.
+            headers={"Connection": "close"},
         ) as response,
     ):
         await require_ok(response, "run a command")

@@ -53,6 +53,8 @@ class ScriptedExecd:
 
     def __init__(self, script: Callable[[BaseHTTPRequestHandler], None]) -> None:
         self.requests: list[dict] = []
+        # Each POST's Connection header, as sent.
+        self.connection_headers: list[str | None] = []
         self.client_left = threading.Event()
         # Off: a ping is answered 501, as by a server that is not execd; on: 200, as execd does.
         self.answers_ping = False
@@ -96,6 +98,7 @@ class ScriptedExecd:
                 self.end_headers()
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                execd.connection_headers.append(self.headers.get("Connection"))
                 length = int(self.headers.get("Content-Length", 0))
                 execd.requests.append(json.loads(self.rfile.read(length)))
                 try:
@@ -250,6 +253,20 @@ def test_the_command_and_its_deadline_are_sent_to_execd(execd_with) -> None:
     execd = execd_with(script)
     run(execd, "sleep 1", timeout_ms=2500)
     assert execd.requests == [{"command": "sleep 1", "timeout": 2500}]
+
+
+def test_a_command_asks_for_its_connection_to_be_closed_so_a_go_proxy_keeps_its_stream(
+    execd_with,
+) -> None:
+    # Through OpenSandbox's ingress gateway, a request that does not say close may lose its
+    # stream when the gateway is busy (see opensandbox_provider._exchange's _send).
+    def script(handler: BaseHTTPRequestHandler) -> None:
+        event_stream(handler)
+        send(handler, complete())
+
+    execd = execd_with(script)
+    run(execd, "true")
+    assert execd.connection_headers == ["close"]
 
 
 def test_a_silent_stream_is_abandoned_as_stalled(execd_with) -> None:

@@ -97,10 +97,13 @@ def test_a_stop_execd_refuses_is_logged_and_the_wait_goes_on_to_the_commands_end
     )
 
 
-async def _run(answer: bytes) -> Any:
-    client = httpx.AsyncClient(
-        transport=as_sent(lambda request: httpx.Response(200, stream=httpx.ByteStream(answer)))
-    )
+async def _run(answer: bytes, sent: list[httpx.Request] | None = None) -> Any:
+    def execd(request: httpx.Request) -> httpx.Response:
+        if sent is not None:
+            sent.append(request)
+        return httpx.Response(200, stream=httpx.ByteStream(answer))
+
+    client = httpx.AsyncClient(transport=as_sent(execd))
     async with client:
         return await run_to_end(
             client, "http://execd", "true", timeout=1.0, max_output_bytes=64, call_timeout=1.0
@@ -129,6 +132,14 @@ def test_a_command_run_to_its_end_returns_its_exit_code_and_output(
     answer = events({"type": "stdout", "text": "out", "timestamp": 1}, ending)
     result = asyncio.run(_run(answer))
     assert (result.exit_code, result.stdout, result.stderr) == (exit_code, "out\n", stderr)
+
+
+def test_the_command_asks_for_its_connection_to_be_closed_so_a_go_proxy_keeps_its_stream() -> None:
+    # OpenSandbox's ingress gateway otherwise may close its connection to execd mid-stream
+    # (see opensandbox_provider._exchange's _send).
+    sent: list[httpx.Request] = []
+    asyncio.run(_run(events({"type": "execution_complete", "timestamp": 3}), sent))
+    assert [request.headers.get("Connection") for request in sent] == ["close"]
 
 
 def test_a_stream_that_ends_without_saying_how_the_command_ended_is_an_error() -> None:
