@@ -17,14 +17,9 @@ from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
 from opensandbox_provider import _metrics
 from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
-from opensandbox_provider._errors import (
-    api_exceptions,
-    as_sandbox_errors,
-    sdk_exceptions,
-    status_of,
-)
+from opensandbox_provider._errors import as_sandbox_errors, sdk_exceptions
 from opensandbox_provider._identity import KEYS
-from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, destroy_quietly
+from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, destroy_quietly, unless_missing
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
@@ -150,12 +145,7 @@ def _claim(pool: WarmPool, sandbox: str, handover: Handover) -> SandboxSync | No
 
     def info() -> SandboxInfo | None:
         with handover.lifecycle.call(doing) as api:
-            try:
-                return api.get_sandbox_info(sandbox)
-            except api_exceptions() as e:
-                if status_of(e) != 404:
-                    raise
-                return None
+            return unless_missing(lambda: api.get_sandbox_info(sandbox))
 
     def stamp() -> None:
         with handover.lifecycle.call(doing) as api:

@@ -271,10 +271,7 @@ def delete(lifecycle: Lifecycle, snapshot_id: str) -> None:
     """:func:`delete_snapshot` through ``lifecycle``, with the record of its last use."""
     with lifecycle.call(f"delete snapshot {snapshot_id}") as api:
         deleted = done_unless_missing(lambda: api.delete_snapshot(snapshot_id))
-    if deleted:
-        log.info("Deleted snapshot %s.", snapshot_id)
-    else:
-        log.info("Snapshot %s was already gone.", snapshot_id)
+    log.info("Deleted snapshot %s." if deleted else "Snapshot %s was already gone.", snapshot_id)
     _snapshot_use.forget(snapshot_id)
 
 
