@@ -269,7 +269,8 @@ class WarmPool:
             image=self.image,
             cpu=self.cpu,
             memory=self.memory,
-            sandbox_timeout=self.idle_lease,
+            lease=self.idle_lease,
+            lease_name="idle_lease",
             ready_timeout=1.0,
         )
         for label in ("when_empty", "on_mismatch"):
@@ -280,20 +281,18 @@ class WarmPool:
                 "A warm pool's spec cannot have an owner: its sandboxes are made before any "
                 "task asks for one. The task's spec gives the owner when it draws a sandbox."
             )
-        snapshot = _arguments.snapshot_id(self.snapshot)
-        volumes = _volumes.checked(self.volumes)
-        object.__setattr__(self, "snapshot", snapshot)
-        object.__setattr__(self, "volumes", volumes)
+        object.__setattr__(self, "snapshot", _arguments.snapshot_id(self.snapshot))
+        object.__setattr__(self, "volumes", _volumes.checked(self.volumes))
         object.__setattr__(
             self,
             "creation",
             CreationArguments.of(
                 image=self.image,
-                snapshot=snapshot,
+                snapshot=self.snapshot,
                 cpu=self.cpu,
                 memory=self.memory,
                 spec=self.spec,
-                volumes=volumes,
+                volumes=self.volumes,
                 resources=_resources.extra_limits(self.resources),
                 requests=_resources.requests(
                     cpu=self.cpu,
