@@ -65,7 +65,7 @@ def draw(
     """
     mismatch = _mismatch(pool, wanted, conn_id)
     if mismatch:
-        return _fall_back(pool, pool.on_mismatch, "on_mismatch", mismatch)
+        return _fall_back(pool, "on_mismatch", mismatch)
     from opensandbox.pool_types import try_take_idle_with_min_ttl
     from redis.exceptions import RedisError
 
@@ -80,22 +80,19 @@ def draw(
         except unreachable as e:
             # Redis down or unreachable (the SDK's store says so with an exception of its
             # own): the pool is as good as empty.
-            return _fall_back(
-                pool, pool.when_empty, "when_empty", f"its store could not be reached: {e}"
-            )
+            return _fall_back(pool, "when_empty", f"its store could not be reached: {e}")
         for ending in taken.discarded_alive_sandbox_ids:
             destroy_quietly(
                 handover.lifecycle.kill, ending, after="its idle lease was about to end"
             )
         if taken.sandbox_id is None:
-            return _fall_back(pool, pool.when_empty, "when_empty", "it has no idle sandbox")
+            return _fall_back(pool, "when_empty", "it has no idle sandbox")
         sdk = _claim(pool, taken.sandbox_id, handover)
         if sdk is not None:
             _metrics.count(_metrics.WARM_POOL_HIT, tags={"pool": pool.name})
             return sdk
     return _fall_back(
         pool,
-        pool.when_empty,
         "when_empty",
         f"its next {MAX_CANDIDATES} idle sandboxes had ended or were made with other arguments",
     )
@@ -111,10 +108,10 @@ def _mismatch(pool: WarmPool, wanted: CreationArguments, conn_id: str | None) ->
     return "the pool's sandboxes differ from this task's in " + "; ".join(differences)
 
 
-def _fall_back(pool: WarmPool, choice: str, argument: str, why: str) -> SandboxSync | None:
-    """Log that the task gets a cold sandbox, or fail it if the pool says so."""
+def _fall_back(pool: WarmPool, argument: str, why: str) -> SandboxSync | None:
+    """Log that the task gets a cold sandbox, or fail it if the pool's ``argument`` says so."""
     _metrics.count(_metrics.WARM_POOL_MISS, tags={"pool": pool.name})
-    if choice == "fail":
+    if getattr(pool, argument) == "fail":
         raise SandboxTerminalError(
             f"Could not take a sandbox from warm pool {pool.name!r}: {why}. The pool says "
             f"{argument}='fail'; fix the cause, or pass {argument}='cold' to create a sandbox "
