@@ -177,16 +177,14 @@ class CreationArguments:
     def differences(self, other: CreationArguments) -> list[str]:
         """What differs from ``other``, in words for the task log; environment values unsaid."""
         mine, theirs = self.canonical(), other.canonical()
-        said = []
-        for name, value in mine.items():
-            if value == theirs[name]:
-                continue
-            if name == "env":
-                # Values may be secrets: only the names are logged.
-                said.append(f"env (names {sorted(value)} against {sorted(theirs[name])})")
-            else:
-                said.append(f"{name} ({value!r} against {theirs[name]!r})")
-        return said
+        # Environment values may be secrets: only the names are logged.
+        return [
+            f"env (names {sorted(value)} against {sorted(theirs[name])})"
+            if name == "env"
+            else f"{name} ({value!r} against {theirs[name]!r})"
+            for name, value in mine.items()
+            if value != theirs[name]
+        ]
 
 
 @dataclass(frozen=True)
