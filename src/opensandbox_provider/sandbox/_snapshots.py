@@ -6,6 +6,7 @@ a hash of its inputs, and started from again (docs/prepared-environments.rst).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import re
@@ -223,18 +224,15 @@ def listed_snapshots(
     """Every snapshot on the server with ``name`` and in ``states`` (any, when ``None``)."""
     from opensandbox.models.sandboxes import SnapshotFilter
 
-    page = 1
-    while True:
-        with lifecycle.call(
-            f"list the snapshots named {name}" if name else "list snapshots"
-        ) as api:
+    doing = f"list the snapshots named {name}" if name else "list snapshots"
+    for page in itertools.count(1):
+        with lifecycle.call(doing) as api:
             answer = api.list_snapshots(
                 SnapshotFilter(name=name, states=states, page=page, page_size=_PAGE_SIZE)
             )
         yield from answer.snapshot_infos
         if not answer.pagination.has_next_page:
             return
-        page += 1
 
 
 def made_at(info: SnapshotInfo) -> datetime:
