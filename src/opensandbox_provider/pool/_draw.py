@@ -118,9 +118,7 @@ def _fall_back(pool: WarmPool, argument: str, why: str) -> SandboxSync | None:
             "without the pool then."
         )
     log.warning(
-        "Not taking a sandbox from warm pool %s: %s. Creating one without the pool.",
-        pool.name,
-        why,
+        "Not taking a sandbox from warm pool %s: %s. Creating one without the pool.", pool.name, why
     )
     return None
 

@@ -57,12 +57,7 @@ def name_prefix(deployment: str) -> str:
 
 
 def snapshot_name(
-    *,
-    deployment: str,
-    base: str,
-    commands: Sequence[str],
-    env: dict[str, str],
-    workdir: str | None,
+    *, deployment: str, base: str, commands: Sequence[str], env: dict[str, str], workdir: str | None
 ) -> str:
     """
     The name of the snapshot these inputs make in ``deployment``: the same inputs, the same

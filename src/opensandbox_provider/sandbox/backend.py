@@ -31,13 +31,7 @@ from opensandbox_provider.egress import _policy
 from opensandbox_provider.execd import _stream_end as stream_ends
 from opensandbox_provider.execd._execd import EXECD_PORT
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.sandbox import (
-    _arguments,
-    _lifecycle,
-    _parking,
-    _pause,
-    _volumes,
-)
+from opensandbox_provider.sandbox import _arguments, _lifecycle, _parking, _pause, _volumes
 from opensandbox_provider.sandbox._abandoned import Abandoned
 from opensandbox_provider.sandbox._backend_settings import SETTINGS as _SETTINGS
 from opensandbox_provider.sandbox._backend_settings import checked_settings
