@@ -204,10 +204,9 @@ def _claim(pool: WarmPool, sandbox: str, handover: Handover) -> SandboxSync | No
 
 def _taken(found: Future[SandboxInfo | None], pool: WarmPool, handover: Handover) -> str | None:
     """Why the sandbox the server described may be someone else's, or ``None`` if it is idle."""
-    if found.exception() is not None or found.result() is None:
+    info = None if found.exception() is not None else found.result()
+    if info is None:
         return None
-    info = found.result()
-    assert info is not None
     metadata = info.metadata or {}
     ours = handover.metadata[DEPLOYMENT_KEY]
     if metadata.get(DEPLOYMENT_KEY) != ours:
