@@ -313,7 +313,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 )
             if record.workdir is not None:
                 record.execd.create_working_directory(record.workdir)
-            if spec is None or spec.owner is None:
+            if not provisioned:
                 # The toolset asking holds it until it destroys it, a durable try until it
                 # ends. A sandbox provisioned for another task waits for that task unheld, for
                 # one lease.
