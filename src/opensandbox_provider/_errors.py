@@ -183,30 +183,18 @@ def _table() -> list[tuple[tuple[type[BaseException], ...], _Meaning]]:
     Each failure's meaning by its class, the first row it is an instance of giving it: a
     connect that timed out never reached the server, so it is unreachable, not slow.
     """
-    rows: list[tuple[tuple[type[BaseException], ...], _Meaning]] = [
+    return [
         ((httpx.HTTPStatusError,), _answered),
         ((httpx.ConnectTimeout, httpx.NetworkError), _unreachable),
         ((httpx.TimeoutException,), _too_slow),
         ((httpx.TransportError,), _unreachable),
         ((httpx.HTTPError,), _failed),
-    ]
-    try:
-        from opensandbox.exceptions import (
-            InvalidArgumentException,
-            SandboxApiException,
-            SandboxConnectionException,
-            SandboxException,
-            SandboxTimeoutException,
-        )
-    except ImportError:
-        return rows
-    return [
-        *rows,
-        ((SandboxApiException,), _answered),
-        ((SandboxConnectionException,), _unreachable),
-        ((SandboxTimeoutException,), _too_slow),
-        ((InvalidArgumentException,), _refused_here),
-        ((SandboxException,), _failed),
+        # Without the SDK these are empty, and match nothing.
+        (_sdk_exception("SandboxApiException"), _answered),
+        (_sdk_exception("SandboxConnectionException"), _unreachable),
+        (_sdk_exception("SandboxTimeoutException"), _too_slow),
+        (_sdk_exception("InvalidArgumentException"), _refused_here),
+        (_sdk_exception("SandboxException"), _failed),
     ]
 
 

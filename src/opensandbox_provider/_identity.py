@@ -87,8 +87,7 @@ class TaskInstanceIdentity:
     def metadata(self) -> dict[str, str]:
         """The labels to filter on, and the exact ids a label could only hash."""
         labels = identity_metadata({name: getattr(self, name) for name in KEYS})
-        hashed = {name: getattr(self, name) for name in _IDS}
-        hashed = {name: value for name, value in hashed.items() if labels[KEYS[name]] != value}
+        hashed = {n: getattr(self, n) for n in _IDS if labels[KEYS[n]] != getattr(self, n)}
         return {**labels, **_tags.encode(hashed, prefix=EXACT_PREFIX)}
 
     def state(self, get_task_states: Any) -> str | None:

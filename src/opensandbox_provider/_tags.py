@@ -198,10 +198,8 @@ def patch(current: Mapping[str, str], tags: Mapping[str, str]) -> dict[str, str 
     changes: dict[str, str | None] = {
         key: value for key, value in wanted.items() if current.get(key) != value
     }
-    for key in current:
-        if key.startswith(PREFIX) and key not in wanted:
-            changes[key] = None
-    return changes
+    gone = (key for key in current if key.startswith(PREFIX) and key not in wanted)
+    return {**changes, **dict.fromkeys(gone)}
 
 
 def _chunks(value: str) -> list[str]:

@@ -14,43 +14,34 @@ from typing import Any
 
 def read(key: str) -> str | None:
     """The Variable ``key``'s value, or ``None`` when there is none."""
-    if under_task_sdk():
-        from airflow.sdk import Variable
-
-        value = Variable.get(key, default=None)
-    else:
-        from airflow.models.variable import Variable as VariableRow
-
-        value = VariableRow.get(key, default_var=None)
+    # The default by position: the Task SDK names it ``default``, the model ``default_var``.
+    value = _variable().get(key, None)
     return None if value is None else str(value)
 
 
 def write(key: str, value: str, *, description: str) -> None:
     """Set the Variable ``key`` to ``value``, made or replaced."""
-    if under_task_sdk():
-        from airflow.sdk import Variable
-
-        Variable.set(key, value, description=description)
-    else:
-        from airflow.models.variable import Variable as VariableRow
-
-        VariableRow.set(key, value, description=description)
+    _variable().set(key, value, description=description)
 
 
 def delete(key: str) -> None:
     """Delete the Variable ``key``; one already gone is as deleted."""
+    # Airflow 3.0's Task SDK has no way to delete a Variable: the row is left, holding a key
+    # nothing reads again.
+    remove = getattr(_variable(), "delete", None)
+    if remove is not None:
+        remove(key)
+
+
+def _variable() -> Any:
+    """The Task SDK's ``Variable`` in a task or trigger of Airflow 3, else the database's."""
     if under_task_sdk():
         from airflow.sdk import Variable
 
-        # Airflow 3.0's Task SDK has no way to delete a Variable: the row is left, holding a
-        # key nothing reads again.
-        remove = getattr(Variable, "delete", None)
-        if remove is not None:
-            remove(key)
-    else:
-        from airflow.models.variable import Variable as VariableRow
+        return Variable
+    from airflow.models.variable import Variable as VariableRow
 
-        VariableRow.delete(key)
+    return VariableRow
 
 
 def under_task_sdk() -> bool:

@@ -135,8 +135,10 @@ class EventParser:
     def __init__(
         self, max_output_bytes: int, on_output: Callable[[str, bytes], None] | None = None
     ) -> None:
-        self.stdout = BoundedTail(max_output_bytes, _sink(on_output, "stdout"))
-        self.stderr = BoundedTail(max_output_bytes, _sink(on_output, "stderr"))
+        self.stdout, self.stderr = (
+            BoundedTail(max_output_bytes, on_output and partial(on_output, stream))
+            for stream in ("stdout", "stderr")
+        )
         self.command_id: str | None = None
         self.ending: Ending | None = None
         self._pending = bytearray()
@@ -236,12 +238,6 @@ class EventParser:
             self.stdout.append(_restore_lines(stdout))
         if stderr:
             self.stderr.append(_restore_lines(stderr))
-
-
-def _sink(
-    on_output: Callable[[str, bytes], None] | None, stream: str
-) -> Callable[[bytes], None] | None:
-    return None if on_output is None else partial(on_output, stream)
 
 
 def _restore_lines(texts: list[str]) -> bytes:

@@ -455,9 +455,9 @@ class Execd:
     def link_target(self, link: str) -> str | None:
         """
         Where the symbolic link at the absolute path ``link`` ends, every link followed, or
-        ``None`` when the sandbox cannot say. execd's file API never follows a link
-        (docs/execd-wire.rst, wire-info) and a download follows it blindly: the guest's
-        ``readlink`` is asked.
+        ``None`` when the sandbox cannot say: execd describes a link without following it
+        (docs/execd-wire.rst, wire-info), and its download opens what the link points to without
+        saying what that is, so the guest's ``readlink`` is asked.
         """
         with as_sandbox_errors(f"resolve the symbolic link {link!r}"):
             streamed = self.run(
@@ -501,15 +501,13 @@ class Execd:
 
     def upload(self, path: str, content: bytes, *, deadline: Deadline) -> None:
         """Write ``content`` to ``path``, making its parents (docs/execd-wire.rst, wire-upload)."""
+        metadata = json.dumps({"path": path, "mode": 644})
         with _about(path, f"write {path!r}", deadline):
             self._send_for_status(
                 "/files/upload",
                 "Upload file",
                 files=[
-                    (
-                        "metadata",
-                        ("metadata", json.dumps({"path": path, "mode": 644}), "application/json"),
-                    ),
+                    ("metadata", ("metadata", metadata, "application/json")),
                     ("file", (path, content, "application/octet-stream")),
                 ],
             )

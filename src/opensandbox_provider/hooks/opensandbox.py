@@ -259,11 +259,8 @@ class OpenSandboxHook(BaseHook):
         """A client of its own for the calls of one method: safe from any thread or handler."""
         from opensandbox.sync.manager import SandboxManagerSync
 
-        manager = SandboxManagerSync.create(self.connection_config)
-        try:
+        with SandboxManagerSync.create(self.connection_config) as manager:
             yield manager
-        finally:
-            manager.close()
 
     def _from_connection(self, conn: Connection, extra: dict[str, Any]) -> dict[str, Any]:
         conn_id = str(self.opensandbox_conn_id)
@@ -307,10 +304,8 @@ class OpenSandboxHook(BaseHook):
                 "there is no OpenSandbox server to use. Set it to the server's host:port, or pass "
                 "an opensandbox connection id."
             )
-        protocol = "http"
-        for scheme in ("http", "https"):
-            if domain.startswith(f"{scheme}://"):
-                protocol, domain = scheme, domain.removeprefix(f"{scheme}://")
+        protocol = "https" if domain.startswith("https://") else "http"
+        domain = domain.removeprefix(f"{protocol}://")
         return {
             "domain": domain.rstrip("/"),
             "protocol": protocol,
@@ -345,15 +340,10 @@ class OpenSandboxHook(BaseHook):
             update={"retry_policy": RetryPolicy.disabled()}
         )
         try:
-            manager = SandboxManagerSync.create(fast)
+            with SandboxManagerSync.create(fast) as manager:
+                manager.list_sandbox_infos(SandboxFilter(page_size=1))
         except failures as e:
             return False, _describe_failure(e, url)
-        try:
-            manager.list_sandbox_infos(SandboxFilter(page_size=1))
-        except failures as e:
-            return False, _describe_failure(e, url)
-        finally:
-            manager.close()
         return True, f"Connected to the OpenSandbox server at {url}; it accepted the API key."
 
 
@@ -510,7 +500,7 @@ def _describe_failure(error: BaseException, url: str) -> str:
     )
 
     if isinstance(error, SandboxConnectionException):
-        if _caused_by(error, ssl.SSLError):
+        if any(isinstance(cause, ssl.SSLError) for cause in _causes(error)):
             return (
                 f"The TLS handshake with {url} failed ({_cause_text(error)}). If the server "
                 "does not serve TLS, set the connection's schema to http; if its certificate is "
@@ -549,17 +539,14 @@ def _describe_failure(error: BaseException, url: str) -> str:
     )
 
 
-def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """``error``, then what caused it, back to the first cause."""
     seen: BaseException | None = error
     while seen is not None:
-        if isinstance(seen, kind):
-            return True
+        yield seen
         seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def _cause_text(error: BaseException) -> str:
-    root: BaseException = error
-    while root.__cause__ is not None or root.__context__ is not None:
-        root = root.__cause__ or root.__context__  # type: ignore[assignment]
+    *_, root = _causes(error)
     return str(root) or type(root).__name__

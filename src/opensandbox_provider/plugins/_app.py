@@ -91,12 +91,8 @@ def _allowed(
 
 
 def _may_read_connection(user: Any, conn_id: str) -> bool:
-    from airflow.api_fastapi.app import get_auth_manager
-    from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
-
-    return get_auth_manager().is_authorized_connection(
-        method="GET", details=ConnectionDetails(conn_id=conn_id), user=user
-    )
+    # What _allowed asks of a sandbox made outside a task, asked to read.
+    return _allowed(user, conn_id, None, "GET")
 
 
 def _servers(user: Any, filters: dict[str, Any]) -> list[ServerSandboxes]:

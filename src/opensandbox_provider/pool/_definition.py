@@ -177,16 +177,14 @@ class CreationArguments:
     def differences(self, other: CreationArguments) -> list[str]:
         """What differs from ``other``, in words for the task log; environment values unsaid."""
         mine, theirs = self.canonical(), other.canonical()
-        said = []
-        for name, value in mine.items():
-            if value == theirs[name]:
-                continue
-            if name == "env":
-                # Values may be secrets: only the names are logged.
-                said.append(f"env (names {sorted(value)} against {sorted(theirs[name])})")
-            else:
-                said.append(f"{name} ({value!r} against {theirs[name]!r})")
-        return said
+        # Environment values may be secrets: only the names are logged.
+        return [
+            f"env (names {sorted(value)} against {sorted(theirs[name])})"
+            if name == "env"
+            else f"{name} ({value!r} against {theirs[name]!r})"
+            for name, value in mine.items()
+            if value != theirs[name]
+        ]
 
 
 @dataclass(frozen=True)
@@ -269,7 +267,8 @@ class WarmPool:
             image=self.image,
             cpu=self.cpu,
             memory=self.memory,
-            sandbox_timeout=self.idle_lease,
+            lease=self.idle_lease,
+            lease_name="idle_lease",
             ready_timeout=1.0,
         )
         for label in ("when_empty", "on_mismatch"):
@@ -280,20 +279,18 @@ class WarmPool:
                 "A warm pool's spec cannot have an owner: its sandboxes are made before any "
                 "task asks for one. The task's spec gives the owner when it draws a sandbox."
             )
-        snapshot = _arguments.snapshot_id(self.snapshot)
-        volumes = _volumes.checked(self.volumes)
-        object.__setattr__(self, "snapshot", snapshot)
-        object.__setattr__(self, "volumes", volumes)
+        object.__setattr__(self, "snapshot", _arguments.snapshot_id(self.snapshot))
+        object.__setattr__(self, "volumes", _volumes.checked(self.volumes))
         object.__setattr__(
             self,
             "creation",
             CreationArguments.of(
                 image=self.image,
-                snapshot=snapshot,
+                snapshot=self.snapshot,
                 cpu=self.cpu,
                 memory=self.memory,
                 spec=self.spec,
-                volumes=volumes,
+                volumes=self.volumes,
                 resources=_resources.extra_limits(self.resources),
                 requests=_resources.requests(
                     cpu=self.cpu,

@@ -17,14 +17,9 @@ from airflow.providers.common.ai.sandbox.base import SandboxTerminalError
 
 from opensandbox_provider import _metrics
 from opensandbox_provider._deployment import KEY as DEPLOYMENT_KEY
-from opensandbox_provider._errors import (
-    api_exceptions,
-    as_sandbox_errors,
-    sdk_exceptions,
-    status_of,
-)
+from opensandbox_provider._errors import as_sandbox_errors, sdk_exceptions
 from opensandbox_provider._identity import KEYS
-from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, destroy_quietly
+from opensandbox_provider.sandbox._lifecycle import ENDED_STATES, destroy_quietly, unless_missing
 
 if TYPE_CHECKING:
     from opensandbox import SandboxSync
@@ -70,7 +65,7 @@ def draw(
     """
     mismatch = _mismatch(pool, wanted, conn_id)
     if mismatch:
-        return _fall_back(pool, pool.on_mismatch, "on_mismatch", mismatch)
+        return _fall_back(pool, "on_mismatch", mismatch)
     from opensandbox.pool_types import try_take_idle_with_min_ttl
     from redis.exceptions import RedisError
 
@@ -85,22 +80,19 @@ def draw(
         except unreachable as e:
             # Redis down or unreachable (the SDK's store says so with an exception of its
             # own): the pool is as good as empty.
-            return _fall_back(
-                pool, pool.when_empty, "when_empty", f"its store could not be reached: {e}"
-            )
+            return _fall_back(pool, "when_empty", f"its store could not be reached: {e}")
         for ending in taken.discarded_alive_sandbox_ids:
             destroy_quietly(
                 handover.lifecycle.kill, ending, after="its idle lease was about to end"
             )
         if taken.sandbox_id is None:
-            return _fall_back(pool, pool.when_empty, "when_empty", "it has no idle sandbox")
+            return _fall_back(pool, "when_empty", "it has no idle sandbox")
         sdk = _claim(pool, taken.sandbox_id, handover)
         if sdk is not None:
             _metrics.count(_metrics.WARM_POOL_HIT, tags={"pool": pool.name})
             return sdk
     return _fall_back(
         pool,
-        pool.when_empty,
         "when_empty",
         f"its next {MAX_CANDIDATES} idle sandboxes had ended or were made with other arguments",
     )
@@ -116,19 +108,17 @@ def _mismatch(pool: WarmPool, wanted: CreationArguments, conn_id: str | None) ->
     return "the pool's sandboxes differ from this task's in " + "; ".join(differences)
 
 
-def _fall_back(pool: WarmPool, choice: str, argument: str, why: str) -> SandboxSync | None:
-    """Log that the task gets a cold sandbox, or fail it if the pool says so."""
+def _fall_back(pool: WarmPool, argument: str, why: str) -> SandboxSync | None:
+    """Log that the task gets a cold sandbox, or fail it if the pool's ``argument`` says so."""
     _metrics.count(_metrics.WARM_POOL_MISS, tags={"pool": pool.name})
-    if choice == "fail":
+    if getattr(pool, argument) == "fail":
         raise SandboxTerminalError(
             f"Could not take a sandbox from warm pool {pool.name!r}: {why}. The pool says "
             f"{argument}='fail'; fix the cause, or pass {argument}='cold' to create a sandbox "
             "without the pool then."
         )
     log.warning(
-        "Not taking a sandbox from warm pool %s: %s. Creating one without the pool.",
-        pool.name,
-        why,
+        "Not taking a sandbox from warm pool %s: %s. Creating one without the pool.", pool.name, why
     )
     return None
 
@@ -150,12 +140,7 @@ def _claim(pool: WarmPool, sandbox: str, handover: Handover) -> SandboxSync | No
 
     def info() -> SandboxInfo | None:
         with handover.lifecycle.call(doing) as api:
-            try:
-                return api.get_sandbox_info(sandbox)
-            except api_exceptions() as e:
-                if status_of(e) != 404:
-                    raise
-                return None
+            return unless_missing(lambda: api.get_sandbox_info(sandbox))
 
     def stamp() -> None:
         with handover.lifecycle.call(doing) as api:
@@ -219,10 +204,9 @@ def _claim(pool: WarmPool, sandbox: str, handover: Handover) -> SandboxSync | No
 
 def _taken(found: Future[SandboxInfo | None], pool: WarmPool, handover: Handover) -> str | None:
     """Why the sandbox the server described may be someone else's, or ``None`` if it is idle."""
-    if found.exception() is not None or found.result() is None:
+    info = None if found.exception() is not None else found.result()
+    if info is None:
         return None
-    info = found.result()
-    assert info is not None
     metadata = info.metadata or {}
     ours = handover.metadata[DEPLOYMENT_KEY]
     if metadata.get(DEPLOYMENT_KEY) != ours:

@@ -87,8 +87,39 @@ class ServerPool:
     def take(
         self, template: CreationTemplate, *, lifecycle: Lifecycle, config: ConnectionConfigSync
     ) -> SandboxSync:
-        """A pod of the Pool, bound as a sandbox; never ``None``, since the server waits for one."""
-        return create(self, template, config=awaiting_the_pod(config, template.ready_timeout))
+        """
+        A pod of the Pool, bound as a sandbox and stamped with the template's metadata and lease
+        as the backend would have created it; never ``None``, since the server waits for one.
+
+        No network policy is sent: the server refuses one with a pool, whose pods were started
+        with whatever sidecar their template gives them. The backend proves afterwards, as for
+        any sandbox, that this sidecar enforces the spec's policy; see :func:`advising`.
+        """
+        # The pod runs before the task asks for it, so an environment the spec sets cannot reach
+        # its processes: refused here, rather than run without it.
+        if template.env:
+            raise SandboxTerminalError(
+                f"Server pool {self.name!r} hands out pods already started, so the spec's env "
+                f"({', '.join(sorted(template.env))}) cannot reach their processes. Set the "
+                "variables in the Pool's pod template, or drop warm_pool."
+            )
+        with as_sandbox_errors(f"take a sandbox from server pool {self.name}", terminal=True):
+            from opensandbox import SandboxSync
+
+            try:
+                return SandboxSync.create(
+                    # The SDK asks for an image; the server takes the Pool's and ignores this.
+                    template.image,
+                    timeout=timedelta(seconds=template.lease),
+                    ready_timeout=timedelta(seconds=template.ready_timeout),
+                    metadata=dict(template.metadata),
+                    extensions={POOL_REF: self.name},
+                    connection_config=awaiting_the_pod(config, template.ready_timeout),
+                    # Readiness is polled by wait_until_ready, as for a created sandbox.
+                    skip_health_check=True,
+                )
+            except sdk_exceptions() as e:
+                raise explain(e, self) from e
 
     def origin(self, template: CreationTemplate) -> tuple[str, str]:
         return f"Took from server pool {self.name}", "its Pool's pod template"
@@ -108,44 +139,6 @@ class ServerPool:
             "dns+nft mode with exactly this policy in OPENSANDBOX_EGRESS_RULES "
             "(docs/pools.rst, 'Server pools')."
         )
-
-
-def create(
-    pool: ServerPool, template: CreationTemplate, *, config: ConnectionConfigSync
-) -> SandboxSync:
-    """
-    A sandbox of ``pool``, stamped with the template's metadata and lease as it is bound, as
-    the backend would have created it.
-
-    No network policy is sent: the server refuses one with a pool, whose pods were started
-    with whatever sidecar their template gives them. The backend proves afterwards, as for any
-    sandbox, that this sidecar enforces the spec's policy; see :func:`advising`.
-    """
-    # The pod runs before the task asks for it, so an environment the spec sets cannot reach
-    # its processes: refused here, rather than run without it.
-    if template.env:
-        raise SandboxTerminalError(
-            f"Server pool {pool.name!r} hands out pods already started, so the spec's env "
-            f"({', '.join(sorted(template.env))}) cannot reach their processes. Set the "
-            "variables in the Pool's pod template, or drop warm_pool."
-        )
-    with as_sandbox_errors(f"take a sandbox from server pool {pool.name}", terminal=True):
-        from opensandbox import SandboxSync
-
-        try:
-            return SandboxSync.create(
-                # The SDK asks for an image; the server takes the Pool's and ignores this.
-                template.image,
-                timeout=timedelta(seconds=template.lease),
-                ready_timeout=timedelta(seconds=template.ready_timeout),
-                metadata=dict(template.metadata),
-                extensions={POOL_REF: pool.name},
-                connection_config=config,
-                # Readiness is polled by wait_until_ready, as for a created sandbox.
-                skip_health_check=True,
-            )
-        except sdk_exceptions() as e:
-            raise explain(e, pool) from e
 
 
 def explain(error: Exception, pool: ServerPool) -> Exception:

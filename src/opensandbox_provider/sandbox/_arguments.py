@@ -27,20 +27,21 @@ MIN_SANDBOX_TIMEOUT = 60.0
 
 
 def check_backend(
-    *, image: str, cpu: str, memory: str, sandbox_timeout: float, ready_timeout: float
+    *, image: str, cpu: str, memory: str, lease: float, lease_name: str, ready_timeout: float
 ) -> None:
-    """Refuse what the server would refuse, or what could never create a sandbox."""
+    """Refuse what the server would refuse, or what could never create a sandbox. ``lease`` is
+    the argument its owner calls ``lease_name`` (``sandbox_timeout``, a pool's ``idle_lease``)."""
     for value, label in ((image, "image"), (cpu, "cpu"), (memory, "memory")):
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"{label} must be a non-empty string, got {value!r}.")
     quantity(cpu, "cpu")
     quantity(memory, "memory")
-    validate_positive_finite(sandbox_timeout, "sandbox_timeout")
+    validate_positive_finite(lease, lease_name)
     validate_positive_finite(ready_timeout, "ready_timeout")
-    if sandbox_timeout < MIN_SANDBOX_TIMEOUT:
+    if lease < MIN_SANDBOX_TIMEOUT:
         raise ValueError(
-            f"sandbox_timeout must be at least {MIN_SANDBOX_TIMEOUT:g} seconds, got "
-            f"{sandbox_timeout!r}: the OpenSandbox server refuses shorter lifetimes."
+            f"{lease_name} must be at least {MIN_SANDBOX_TIMEOUT:g} seconds, got {lease!r}: "
+            "the OpenSandbox server refuses shorter lifetimes."
         )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from opensandbox_provider._errors import api_exceptions, as_sandbox_errors, status_of
@@ -67,16 +68,14 @@ class AsyncLifecycle:
             manager = await self._api()
             try:
                 info = await manager.get_sandbox_info(sandbox)
-                if _lifecycle.ended(info):
-                    return False
-                lease = _lifecycle.lease_to_renew(info, default_lease=default_lease)
-                if lease is not None:
+                lease = _lifecycle.renewal(info, default_lease=default_lease)
+                if isinstance(lease, timedelta):
                     await manager.renew_sandbox(sandbox, lease)
             except api_exceptions() as e:
                 if status_of(e) == 404:
                     return False
                 raise
-        return True
+        return lease is not False
 
     async def kill(self, sandbox: str) -> None:
         """Destroy ``sandbox`` by handle alone, whatever its state; one already gone is too."""

@@ -41,7 +41,8 @@ def checked_settings(
         image=image,
         cpu=cpu,
         memory=memory,
-        sandbox_timeout=sandbox_timeout,
+        lease=sandbox_timeout,
+        lease_name="sandbox_timeout",
         ready_timeout=ready_timeout,
     )
     validate_positive_finite(park_margin, "park_margin")

@@ -42,7 +42,7 @@ def create_cold(template: CreationTemplate, config: ConnectionConfigSync) -> San
         # A snapshot is on the server already: there is no image to pull, and no login to send.
         image = template.pulled_image
         try:
-            sdk = SandboxSync.create(
+            return SandboxSync.create(
                 image and _registry.image_spec(image, template.registry_conn_id),
                 snapshot_id=template.snapshot,
                 timeout=timedelta(seconds=template.lease),
@@ -56,21 +56,17 @@ def create_cold(template: CreationTemplate, config: ConnectionConfigSync) -> San
                 # Readiness is polled by wait_until_ready, without the SDK's backoff on the
                 # first miss.
                 skip_health_check=True,
-                **within_limits(
-                    creation_options(config, template.requests),
-                    template.limits,
-                ),
+                **within_limits(creation_options(config, template.requests), template.limits),
             )
         except api_exceptions() as e:
-            refused = (
+            raise (
                 _volumes.explain_refusal(e, template.volumes)
                 or _registry.explain_refusal(e, image, template.registry_conn_id)
                 or _diagnosis.explain_refusal(
                     e, image=image, registry_conn_id=template.registry_conn_id
                 )
-            )
-            raise (refused or _policy.explain_refusal(e, template.policy)) from e
-    return sdk
+                or _policy.explain_refusal(e, template.policy)
+            ) from e
 
 
 def awaiting_the_pod(config: ConnectionConfigSync, ready_timeout: float) -> ConnectionConfigSync:
@@ -103,10 +99,8 @@ def wait_until_ready(
     with as_sandbox_errors(f"reach sandbox {record.sdk.id}", terminal=True):
         waited = record.execd.wait_until_answering(time.monotonic() + ready_timeout)
     if waited is None:
-        cause = diagnose()
-        advice = (
-            cause
-            or " Check that the image starts on the OpenSandbox server, or raise ready_timeout."
+        advice = diagnose() or (
+            " Check that the image starts on the OpenSandbox server, or raise ready_timeout."
         )
         raise SandboxTerminalError(
             f"Sandbox {record.sdk.id} did not become ready within {ready_timeout:g}s, so it "

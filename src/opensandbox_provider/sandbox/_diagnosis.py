@@ -27,14 +27,15 @@ log = logging.getLogger(__name__)
 EVENTS_SCOPE = "runtime"
 # An image the kubelet could not pull, as it words it; said as a Docker server's refusal is.
 PULL_FAILED = re.compile(r"ErrImagePull|ImagePullBackOff|Failed to pull image|InvalidImageName")
+# A pod no node has room for, as a readiness wait and a refused create both tell it.
+_NO_ROOM = (
+    "No node of the cluster could take the sandbox's pod. Lower its cpu or memory (requests "
+    "included), or ask the cluster's operators for room."
+)
 # Each other cause as the kubelet or the scheduler words it, and what the user should do. The
 # first that an event matches is the one told.
 CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (
-        re.compile(r"FailedScheduling|Insufficient |didn't match|nodes are available"),
-        "No node of the cluster could take the sandbox's pod. Lower its cpu or memory "
-        "(requests included), or ask the cluster's operators for room.",
-    ),
+    (re.compile(r"FailedScheduling|Insufficient |didn't match|nodes are available"), _NO_ROOM),
     (
         re.compile(r"OOMKilled|OOMKilling"),
         "The sandbox's container ran out of memory while it started. Raise memory.",
@@ -83,11 +84,7 @@ def diagnosed(events: str, *, image: str | None = None, registry_conn_id: str | 
 # The Kubernetes runtime's refusals of a create, by the server's error code or words, and what
 # to do about each.
 REFUSALS: tuple[tuple[str, str], ...] = (
-    (
-        "is unschedulable",
-        "No node of the cluster can take the sandbox's pod. Lower its cpu or memory (requests "
-        "included), or ask the cluster's operators for room.",
-    ),
+    ("is unschedulable", _NO_ROOM),
     (
         "QUOTA_EXCEEDED",
         "The namespace's ResourceQuota has no room for the sandbox. Wait for other sandboxes "

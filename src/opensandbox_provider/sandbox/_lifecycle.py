@@ -13,7 +13,7 @@ import threading
 import weakref
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from airflow.providers.common.ai.sandbox.base import SandboxTerminalError, is_sandbox_handle
 
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from opensandbox.sync.manager import SandboxManagerSync
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # The lifecycle state of a sandbox that runs nothing and holds nothing, its container gone; a
 # Failed one still holds its container, and its image.
@@ -78,18 +80,11 @@ class Lifecycle:
         whose creator stamped none.
         """
         with self.call(f"renew the lease on sandbox {sandbox}") as lifecycle:
-            try:
-                info = lifecycle.get_sandbox_info(sandbox)
-                if ended(info):
-                    return False
-                lease = lease_to_renew(info, default_lease=default_lease)
-                if lease is not None:
-                    lifecycle.renew_sandbox(sandbox, lease)
-            except api_exceptions() as e:
-                if status_of(e) == 404:
-                    return False
-                raise
-        return True
+            info = unless_missing(lambda: lifecycle.get_sandbox_info(sandbox))
+            lease = renewal(info, default_lease=default_lease)
+            if isinstance(lease, timedelta):
+                return done_unless_missing(lambda: lifecycle.renew_sandbox(sandbox, lease))
+        return lease
 
     def keep(self, sandbox: str, seconds: float) -> datetime | None:
         """
@@ -98,14 +93,10 @@ class Lifecycle:
         if it is gone.
         """
         with self.call(f"keep sandbox {sandbox}") as lifecycle:
-            try:
-                if ended(lifecycle.get_sandbox_info(sandbox)):
-                    return None
-                return _kept.keep(lifecycle, sandbox, seconds)
-            except api_exceptions() as e:
-                if status_of(e) == 404:
-                    return None
-                raise
+            info = unless_missing(lambda: lifecycle.get_sandbox_info(sandbox))
+            if info is None or ended(info):
+                return None
+            return unless_missing(lambda: _kept.keep(lifecycle, sandbox, seconds))
 
     def kill(self, sandbox: str) -> bool:
         """
@@ -152,35 +143,39 @@ def ended(info: SandboxInfo) -> bool:
     return info.status.state in ENDED_STATES
 
 
-def lease_to_renew(info: SandboxInfo, *, default_lease: float) -> timedelta | None:
+def renewal(info: SandboxInfo | None, *, default_lease: float) -> timedelta | bool:
     """
-    How far from now a renewal moves the sandbox's expiry: one of its creator's leases
-    (``default_lease`` when the creator stamped none), or ``None`` when the server already has
-    it later.
+    What renewing the sandbox ``info`` describes comes to: ``False`` when it is gone (``None``)
+    or ended, ``True`` when the server already has its expiry later than one of its creator's
+    leases from now (``default_lease`` when the creator stamped none), else that lease.
     """
+    if info is None or ended(info):
+        return False
     lease = _tags.stamped_lease(info.metadata, default=default_lease)
     left = seconds_left(info.expires_at)
     # The server takes any future expiry, so renewing a sandbox whose creator gave it longer,
     # or no expiry at all, would cut its life short.
-    return timedelta(seconds=lease) if left is not None and left < lease else None
+    return timedelta(seconds=lease) if left is not None and left < lease else True
+
+
+def unless_missing(call: Callable[[], T]) -> T | None:
+    """``call()``, or ``None`` when the server answers 404: what it asked about is gone."""
+    try:
+        return call()
+    except api_exceptions() as e:
+        if status_of(e) != 404:
+            raise
+        return None
 
 
 def killed(sandbox: str, *, done: bool) -> None:
     """Log a kill: ``done`` when it ended the sandbox, not when the server had it no more."""
-    if done:
-        log.info("Destroyed sandbox %s.", sandbox)
-    else:
-        log.info("Sandbox %s was already gone.", sandbox)
+    log.info("Destroyed sandbox %s." if done else "Sandbox %s was already gone.", sandbox)
 
 
 def gone(sdk: SandboxSync) -> bool:
     """Whether the sandbox no longer exists or can no longer run; a failure to ask raises."""
     with as_sandbox_errors(f"check on sandbox {sdk.id}"):
-        try:
-            info = sdk.get_info()
-        except api_exceptions() as e:
-            if status_of(e) == 404:
-                return True
-            raise
+        info = unless_missing(sdk.get_info)
     # A container killed from outside is still listed, as Failed, until it is destroyed.
-    return ended(info)
+    return info is None or ended(info)

@@ -21,11 +21,7 @@ from airflow.providers.common.ai.sandbox.base import (
     encode_network_policy,
 )
 
-from opensandbox_provider._identity import (
-    TaskInstanceIdentity,
-    current_task_instance,
-    label_value,
-)
+from opensandbox_provider._identity import TaskInstanceIdentity, current_task_instance, label_value
 from opensandbox_provider._kept import PARKED_KEY
 from opensandbox_provider.sandbox._lease import RENEWALS_PER_LEASE
 

@@ -45,11 +45,7 @@ def pause(lifecycle: Lifecycle, sandbox: str) -> bool:
 
 
 def settled(
-    lifecycle: Lifecycle,
-    info: SandboxInfo,
-    *,
-    within: float,
-    passing: frozenset[str] = ON_THE_WAY,
+    lifecycle: Lifecycle, info: SandboxInfo, *, within: float, passing: frozenset[str] = ON_THE_WAY
 ) -> SandboxInfo:
     """``info``, or once the sandbox it describes is no longer in one of the ``passing``
     states (on its way between running and paused), its info read again; a sandbox still in

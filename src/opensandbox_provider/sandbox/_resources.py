@@ -59,7 +59,6 @@ def extra_limits(resources: Mapping[str, str] | None) -> dict[str, str]:
             f"resources must map a resource's name to its limit, such as "
             f"{{'nvidia.com/gpu': '1'}}, got {resources!r}."
         )
-    checked = {}
     for name, value in resources.items():
         _check_name(name)
         if name in _OWN:
@@ -68,7 +67,6 @@ def extra_limits(resources: Mapping[str, str] | None) -> dict[str, str]:
                 "instead, and keep resources for every other resource."
             )
         if name == GPU and value == "all":
-            checked[name] = value
             continue
         amount = quantity(value, f"The limit of {name!r}")
         # Kubernetes counts an extended resource in whole units; only its own kinds split.
@@ -77,8 +75,7 @@ def extra_limits(resources: Mapping[str, str] | None) -> dict[str, str]:
                 f"The limit of {name!r} is {value!r}; an extended resource is counted in whole "
                 "units, such as '1'."
             )
-        checked[name] = value
-    return checked
+    return dict(resources)
 
 
 def requests(

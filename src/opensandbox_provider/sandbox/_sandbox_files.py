@@ -22,6 +22,7 @@ from airflow.providers.common.ai.sandbox.base import (
 from opensandbox_provider._errors import to_sandbox_error
 from opensandbox_provider.execd._deadline import Deadline
 from opensandbox_provider.execd._execd import CutShort, Entry, FileInfo, NoSuchPath
+from opensandbox_provider.sandbox import _lifecycle
 from opensandbox_provider.sandbox._limits import (
     MIN_EXPORT_ALLOWANCE,
     check_export_deadline,
@@ -29,7 +30,7 @@ from opensandbox_provider.sandbox._limits import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
     from typing import BinaryIO
 
     from opensandbox_provider.sandbox._record import SandboxRecord
@@ -68,10 +69,9 @@ class Transfer:
 
 @dataclass(frozen=True)
 class SandboxFiles:
-    """The files of the sandbox ``record`` describes; ``gone`` asks the server whether it ended."""
+    """The files of the sandbox ``record`` describes."""
 
     record: SandboxRecord
-    gone: Callable[[], bool]
 
     def write(self, path: str, content: bytes) -> None:
         path = self.record.resolve(path)
@@ -174,7 +174,7 @@ class SandboxFiles:
         try:
             yield
         except (NoSuchPath, CutShort) as e:
-            if self.gone():
+            if _lifecycle.gone(self.record.sdk):
                 raise SandboxTerminalError(
                     f"Sandbox {self.record.sdk.id} no longer exists: it was destroyed or reached "
                     "the end of its lifetime on the server."

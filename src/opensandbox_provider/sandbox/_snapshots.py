@@ -6,6 +6,7 @@ a hash of its inputs, and started from again (docs/prepared-environments.rst).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import re
@@ -56,12 +57,7 @@ def name_prefix(deployment: str) -> str:
 
 
 def snapshot_name(
-    *,
-    deployment: str,
-    base: str,
-    commands: Sequence[str],
-    env: dict[str, str],
-    workdir: str | None,
+    *, deployment: str, base: str, commands: Sequence[str], env: dict[str, str], workdir: str | None
 ) -> str:
     """
     The name of the snapshot these inputs make in ``deployment``: the same inputs, the same
@@ -223,18 +219,15 @@ def listed_snapshots(
     """Every snapshot on the server with ``name`` and in ``states`` (any, when ``None``)."""
     from opensandbox.models.sandboxes import SnapshotFilter
 
-    page = 1
-    while True:
-        with lifecycle.call(
-            f"list the snapshots named {name}" if name else "list snapshots"
-        ) as api:
+    doing = f"list the snapshots named {name}" if name else "list snapshots"
+    for page in itertools.count(1):
+        with lifecycle.call(doing) as api:
             answer = api.list_snapshots(
                 SnapshotFilter(name=name, states=states, page=page, page_size=_PAGE_SIZE)
             )
         yield from answer.snapshot_infos
         if not answer.pagination.has_next_page:
             return
-        page += 1
 
 
 def made_at(info: SnapshotInfo) -> datetime:
@@ -271,10 +264,7 @@ def delete(lifecycle: Lifecycle, snapshot_id: str) -> None:
     """:func:`delete_snapshot` through ``lifecycle``, with the record of its last use."""
     with lifecycle.call(f"delete snapshot {snapshot_id}") as api:
         deleted = done_unless_missing(lambda: api.delete_snapshot(snapshot_id))
-    if deleted:
-        log.info("Deleted snapshot %s.", snapshot_id)
-    else:
-        log.info("Snapshot %s was already gone.", snapshot_id)
+    log.info("Deleted snapshot %s." if deleted else "Snapshot %s was already gone.", snapshot_id)
     _snapshot_use.forget(snapshot_id)
 
 

@@ -110,29 +110,24 @@ def sdk_volumes(mounts: Sequence[Mount]) -> list[Volume] | None:
         return None
     from opensandbox.models.sandboxes import PVC, Host, Volume
 
-    volumes = []
-    for index, mount in enumerate(mounts):
-        host = pvc = None
-        if isinstance(mount, HostPath):
-            host = Host(path=mount.path)
-        else:
-            pvc = PVC(
+    return [
+        Volume(
+            # The server wants a name per mount, unique in the request; nothing reads it.
+            name=f"volume-{index}",
+            host=Host(path=mount.path) if isinstance(mount, HostPath) else None,
+            pvc=None
+            if isinstance(mount, HostPath)
+            else PVC(
                 claimName=mount.volume,
                 createIfNotExists=mount.created_with_sandbox,
                 deleteOnSandboxTermination=mount.created_with_sandbox,
-            )
-        volumes.append(
-            Volume(
-                # The server wants a name per mount, unique in the request; nothing reads it.
-                name=f"volume-{index}",
-                host=host,
-                pvc=pvc,
-                mountPath=mount.mount_path,
-                readOnly=mount.read_only,
-                subPath=mount.sub_path,
-            )
+            ),
+            mountPath=mount.mount_path,
+            readOnly=mount.read_only,
+            subPath=mount.sub_path,
         )
-    return volumes
+        for index, mount in enumerate(mounts)
+    ]
 
 
 def explain_refusal(error: Exception, mounts: Sequence[Mount]) -> Exception | None:

@@ -31,13 +31,7 @@ from opensandbox_provider.egress import _policy
 from opensandbox_provider.execd import _stream_end as stream_ends
 from opensandbox_provider.execd._execd import EXECD_PORT
 from opensandbox_provider.hooks.opensandbox import InvalidConnectionError, OpenSandboxHook
-from opensandbox_provider.sandbox import (
-    _arguments,
-    _lifecycle,
-    _parking,
-    _pause,
-    _volumes,
-)
+from opensandbox_provider.sandbox import _arguments, _lifecycle, _parking, _pause, _volumes
 from opensandbox_provider.sandbox._abandoned import Abandoned
 from opensandbox_provider.sandbox._backend_settings import SETTINGS as _SETTINGS
 from opensandbox_provider.sandbox._backend_settings import checked_settings
@@ -319,7 +313,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                 )
             if record.workdir is not None:
                 record.execd.create_working_directory(record.workdir)
-            if spec is None or spec.owner is None:
+            if not provisioned:
                 # The toolset asking holds it until it destroys it, a durable try until it
                 # ends. A sandbox provisioned for another task waits for that task unheld, for
                 # one lease.
@@ -411,9 +405,6 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             took + waited,
         )
 
-    def _gone(self, record: SandboxRecord) -> bool:
-        return _lifecycle.gone(record.sdk)
-
     # --- Run a command ---
 
     def run_command(
@@ -451,12 +442,12 @@ class OpenSandboxBackend(AttachableSandboxBackend):
                     max_output_bytes=max_output_bytes,
                     cwd=record.workdir,
                     on_output=on_output,
-                    gone=lambda: self._gone(record),
+                    gone=lambda: _lifecycle.gone(record.sdk),
                 )
             except let_through as e:
                 # A transport error may be the sandbox ending under the command; the server
                 # knows.
-                if status_of(e) is None and self._gone(record):
+                if status_of(e) is None and _lifecycle.gone(record.sdk):
                     return self._abandoned.ended_under_command(record.sdk.id, e)
                 raise
         elapsed = time.monotonic() - started
@@ -468,7 +459,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
             _metrics.count(_metrics.STREAM_ABANDONED)
             self._abandoned.add(sandbox)
             self._destroy_quietly(sandbox, after="abandoning its command")
-        elif streamed.ending is None and self._gone(record):
+        elif streamed.ending is None and _lifecycle.gone(record.sdk):
             # Through the server's proxy a sandbox that dies mid-command looks like a stream
             # that simply ended; only the server can tell, and a dead sandbox is terminal.
             return self._abandoned.ended_under_command(record.sdk.id, None)
@@ -534,8 +525,7 @@ class OpenSandboxBackend(AttachableSandboxBackend):
         return written
 
     def _files(self, sandbox: str) -> SandboxFiles:
-        record = self._sandbox(sandbox)
-        return SandboxFiles(record, gone=lambda: self._gone(record))
+        return SandboxFiles(self._sandbox(sandbox))
 
     # --- Attach: tags, and the lease a holder keeps ---
 
