@@ -691,9 +691,7 @@ class OpenSandboxOperator(BaseOperator):
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
         """The task's inputs and outputs, before any sandbox exists."""
-        from opensandbox_provider.operators._lineage import lineage
-
-        return lineage(self.files, self.outputs)
+        return self._lineage(self.outputs)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
         """The task's inputs and outputs, and the sandbox its command ran in."""
