@@ -586,7 +586,7 @@ class OpenSandboxOperator(BaseOperator):
                 task_deadline_at=(
                     None
                     if remaining is None
-                    else time.time() + remaining - min(TIMEOUT_HEADROOM, remaining / 4)
+                    else now + remaining - min(TIMEOUT_HEADROOM, remaining / 4)
                 ),
                 poll_interval=self.poll_interval,
                 max_output_bytes=self.max_output_bytes,
