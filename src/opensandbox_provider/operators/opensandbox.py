@@ -300,7 +300,7 @@ class OpenSandboxOperator(BaseOperator):
         self._identity: TaskInstanceIdentity | None = None
         self._killed = False
         # What a graceful stop needs: the file holding the command's process group, and a
-        # backend of its own already connected to the sandbox (see _connect_stopper).
+        # backend of its own already connected to the sandbox (see _run).
         self._group_file: str | None = None
         self._stopper: OpenSandboxBackend | None = None
         # Made when the command starts: Airflow deep-copies a task before it runs it.
@@ -427,7 +427,13 @@ class OpenSandboxOperator(BaseOperator):
         out of ``command_timeout``, or when anything (``execution_timeout``) ends the run.
         """
         path = self._group_file = group_file()
-        self._stopper = self._connect_stopper(sandbox)
+        # A backend of its own stops the command, connected now: on_kill runs in a signal
+        # handler, on the thread it interrupted, which may hold any lock of the running backend
+        # or be amid a call to Airflow, so it may use neither. Held as the running one is, so
+        # that the stop is never fitted into an expiry read once and since moved by the
+        # renewals; released in _end.
+        self._stopper = self.new_backend()
+        self._stopper.hold(sandbox)
         self._stop_lock = threading.Lock()
         timer = threading.Timer(self.command_timeout, self._stop, args=(sandbox, "timed out"))
         timer.daemon = True
@@ -476,18 +482,6 @@ class OpenSandboxOperator(BaseOperator):
     def _backstop(self) -> float:
         """execd's deadline for the command: past the graceful stop's, should it not come."""
         return self.command_timeout + self.termination_grace_period + BACKSTOP_MARGIN
-
-    def _connect_stopper(self, sandbox: str) -> OpenSandboxBackend:
-        """
-        A backend of its own for stopping the command, connected to the sandbox now: on_kill
-        runs in a signal handler, on the thread it interrupted, which may hold any lock of
-        the running backend or be amid a call to Airflow, so it may use neither.
-        """
-        stopper = self.new_backend()
-        # Held, as the running backend holds it, so that the stop is never fitted into an
-        # expiry this backend read once and the renewals have moved since; released in _end.
-        stopper.hold(sandbox)
-        return stopper
 
     def _stop(self, sandbox: str, why: str) -> Stop | None:
         """Stop the command gracefully, once, however many reasons to come; log how."""
