@@ -483,17 +483,15 @@ class OpenSandboxOperator(BaseOperator):
         """execd's deadline for the command: past the graceful stop's, should it not come."""
         return self.command_timeout + self.termination_grace_period + BACKSTOP_MARGIN
 
-    def _stop(self, sandbox: str, why: str) -> Stop | None:
+    def _stop(self, sandbox: str, why: str) -> None:
         """Stop the command gracefully, once, however many reasons to come; log how."""
         stopper, path, lock = self._stopper, self._group_file, self._stop_lock
-        if stopper is None or path is None or lock is None:
-            return None
         # Not waited for: a stop under way ends the command for every reason to stop it.
-        if not lock.acquire(blocking=False):
-            return None
+        if stopper is None or path is None or lock is None or not lock.acquire(blocking=False):
+            return
         try:
             if self._stopped is not None:
-                return self._stopped
+                return
             self.log.info(
                 "Stopping the command in sandbox %s (%s): SIGTERM to its process group, then "
                 "SIGKILL after %gs.",
@@ -510,10 +508,9 @@ class OpenSandboxOperator(BaseOperator):
                     sandbox,
                     exc_info=True,
                 )
-                return None
+                return
             self.log.info("The command in sandbox %s was %s.", sandbox, stop)
             self._stopped = stop
-            return stop
         finally:
             lock.release()
 
