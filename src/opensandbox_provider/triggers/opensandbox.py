@@ -157,7 +157,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         self.cursors = (
             dict(cursors)
             if cursors is not None
-            else {name: cursor for name in (list(output_paths) if output_paths else ["output"])}
+            else dict.fromkeys(output_paths or ["output"], cursor)
         )
         self.secrets = list(secrets or [])
         self.group_file = group_file
