@@ -13,11 +13,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from airflow.providers.common.ai.sandbox.base import (
-    SandboxError,
-    SandboxSpec,
-    SandboxTerminalError,
-)
+from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxSpec, SandboxTerminalError
 
 from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider.executors import _bundle, _logs, _settings, _workload

@@ -742,11 +742,7 @@ class OpenSandboxOperator(BaseOperator):
             )
 
     def _end(
-        self,
-        backend: OpenSandboxBackend,
-        sandbox: str,
-        context: Context,
-        ending: Ending,
+        self, backend: OpenSandboxBackend, sandbox: str, context: Context, ending: Ending
     ) -> None:
         """Keep the sandbox if ``on_finish_action`` says so and nothing runs there, else destroy."""
         if self._stopper is not None:
