@@ -316,15 +316,8 @@ class OpenSandboxOperator(BaseOperator):
 
     def _rendered_arguments(self) -> dict[str, Any]:
         """The backend's arguments that are templated, as they stand: rendered at run time."""
-        return {
-            "image": self.image,
-            "cpu": self.cpu,
-            "memory": self.memory,
-            "cpu_request": self.cpu_request,
-            "memory_request": self.memory_request,
-            "workdir": self.workdir,
-            "snapshot": self.snapshot,
-        }
+        names = ("image", "cpu", "memory", "cpu_request", "memory_request", "workdir", "snapshot")
+        return {name: getattr(self, name) for name in names}
 
     def new_backend(self, **overrides: Any) -> OpenSandboxBackend:
         """The backend that creates, drives and destroys this task's sandbox."""
