@@ -310,9 +310,7 @@ class OpenSandboxOperator(BaseOperator):
         # execution_timeout, once execute has ended, and it must leave a kept sandbox.
         self._kept = False
 
-    # ------------------------------------------------------------------
-    # Create, write the files, run
-    # ------------------------------------------------------------------
+    # -- Create, write the files, run --
 
     def _rendered_arguments(self) -> dict[str, Any]:
         """The backend's arguments that are templated, as they stand: rendered at run time."""
@@ -615,9 +613,7 @@ class OpenSandboxOperator(BaseOperator):
         finally:
             self._end(backend, sandbox, context, ending)
 
-    # ------------------------------------------------------------------
-    # Judge, copy out, return
-    # ------------------------------------------------------------------
+    # -- Judge, copy out, return --
 
     def _judge(
         self, backend: OpenSandboxBackend, sandbox: str, end: WaitEnd, ending: Ending
@@ -669,9 +665,7 @@ class OpenSandboxOperator(BaseOperator):
             )
         return redact(end.xcom())
 
-    # ------------------------------------------------------------------
-    # Lineage, as the OpenLineage provider asks for it
-    # ------------------------------------------------------------------
+    # -- Lineage, as the OpenLineage provider asks for it --
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
         """The task's inputs and outputs, before any sandbox exists."""
@@ -698,9 +692,7 @@ class OpenSandboxOperator(BaseOperator):
             snapshot=self.snapshot,
         )
 
-    # ------------------------------------------------------------------
-    # Destroy
-    # ------------------------------------------------------------------
+    # -- Destroy --
 
     def on_kill(self) -> None:
         # This runs in a signal handler, on the thread it interrupted, which may hold any lock
