@@ -127,10 +127,7 @@ class OpenSandboxExecutor(BaseExecutor):
                 self._ti_ids.pop(outcome.key, None)
             if outcome.key not in self.running:
                 continue  # revoked: Airflow asked to hear nothing more of it
-            if outcome.succeeded:
-                self.success(outcome.key, outcome.info)
-            else:
-                self.fail(outcome.key, outcome.info)
+            (self.success if outcome.succeeded else self.fail)(outcome.key, outcome.info)
 
     def _watch(self) -> None:
         """Until the executor ends: destroy the sandbox of each try Airflow ended meanwhile."""
