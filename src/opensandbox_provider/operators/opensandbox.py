@@ -391,9 +391,8 @@ class OpenSandboxOperator(BaseOperator):
 
     def execute(self, context: Context) -> Any:
         backend = self._backend = self.new_backend()
-        spec = self._sandbox_spec()
         check_files(self.files, max_bytes=self.max_file_bytes)
-        sandbox = self._create(backend, spec, context)
+        sandbox = self._create(backend, context)
         deferred = False
         ending = Ending()
         try:
@@ -505,7 +504,7 @@ class OpenSandboxOperator(BaseOperator):
         finally:
             lock.release()
 
-    def _create(self, backend: OpenSandboxBackend, spec: SandboxSpec, context: Context) -> str:
+    def _create(self, backend: OpenSandboxBackend, context: Context) -> str:
         """
         Create the sandbox, tell XCom its id, and kill what earlier tries of this task
         instance left, before anything runs in it.
@@ -515,7 +514,7 @@ class OpenSandboxOperator(BaseOperator):
         self._identity = None if ti is None else TaskInstanceIdentity.of(ti)
         hook = self._hook = OpenSandboxHook(self.opensandbox_conn_id)
         hook.connection_config  # noqa: B018  (the connection is read here, not in on_kill)
-        sandbox = self._sandbox_id = backend.create(spec=spec)
+        sandbox = self._sandbox_id = backend.create(spec=self._sandbox_spec())
         if self._killed:
             # on_kill came while the sandbox was being created, before its id was known here.
             self._destroy(backend, sandbox)
