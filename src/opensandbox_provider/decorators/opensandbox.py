@@ -203,9 +203,7 @@ class _OpenSandboxDecoratedOperator(DecoratedOperator, OpenSandboxOperator):
 
 
 def opensandbox_task(
-    python_callable: Callable | None = None,
-    multiple_outputs: bool | None = None,
-    **kwargs: Any,
+    python_callable: Callable | None = None, multiple_outputs: bool | None = None, **kwargs: Any
 ) -> TaskDecorator:
     """
     Run the decorated function in a sandbox on an OpenSandbox server.

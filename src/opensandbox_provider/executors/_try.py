@@ -13,11 +13,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from airflow.providers.common.ai.sandbox.base import (
-    SandboxError,
-    SandboxSpec,
-    SandboxTerminalError,
-)
+from airflow.providers.common.ai.sandbox.base import SandboxError, SandboxSpec, SandboxTerminalError
 
 from opensandbox_provider._identity import TaskInstanceIdentity
 from opensandbox_provider.executors import _bundle, _logs, _settings, _workload
@@ -228,21 +224,18 @@ class SandboxTry:
         self._keep_log()
         if status == 0:
             return TryOutcome(self.key, succeeded=True)
-        return self._failed(
-            f"The Task SDK's process exited with {status} in sandbox {self.sandbox}. It said: "
-            f"{self._output_tail()}"
-        )
-
-    def _output_tail(self) -> str:
-        """The end of what the process printed, for a failure's message."""
         assert self.sandbox is not None
         try:
             output = self.backend.read_file(
                 self.sandbox, str(_workload.OUTPUT_FILE), max_bytes=_logs.MAX_LOG_BYTES
             )
+            said = output.decode("utf-8", "replace")[-QUOTED_OUTPUT:]
         except SandboxError as e:
-            return f"(its output could not be read: {e})"
-        return output.decode("utf-8", "replace")[-QUOTED_OUTPUT:]
+            said = f"(its output could not be read: {e})"
+        return self._failed(
+            f"The Task SDK's process exited with {status} in sandbox {self.sandbox}. It said: "
+            f"{said}"
+        )
 
     def _sandbox_ended(self, error: SandboxTerminalError) -> TryOutcome:
         return self._failed(

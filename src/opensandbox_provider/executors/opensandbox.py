@@ -127,10 +127,7 @@ class OpenSandboxExecutor(BaseExecutor):
                 self._ti_ids.pop(outcome.key, None)
             if outcome.key not in self.running:
                 continue  # revoked: Airflow asked to hear nothing more of it
-            if outcome.succeeded:
-                self.success(outcome.key, outcome.info)
-            else:
-                self.fail(outcome.key, outcome.info)
+            (self.success if outcome.succeeded else self.fail)(outcome.key, outcome.info)
 
     def _watch(self) -> None:
         """Until the executor ends: destroy the sandbox of each try Airflow ended meanwhile."""
@@ -217,22 +214,17 @@ class OpenSandboxExecutor(BaseExecutor):
             return [], []
         key = ti.key
 
-        def read() -> tuple[str, str] | None:
+        def read() -> tuple[list[str], list[str]]:
             found = self._sandboxes_of(key)
             if not found:
-                return None
-            return found[0].id, _logs.read_live(
-                backend_for(self.settings), found[0].id, log_path_of(key)
-            )
+                return [], []
+            text = _logs.read_live(backend_for(self.settings), found[0].id, log_path_of(key))
+            return [f"From sandbox {found[0].id}, where the try runs."], [text]
 
         try:
-            read_live = _on_a_thread_of_its_own(read)
-            if read_live is None:
-                return [], []
-            sandbox, text = read_live
+            return _on_a_thread_of_its_own(read)
         except (SandboxError, _settings.ExecutorConfigError) as e:
             return [f"Could not read the log from the try's sandbox: {e}"], []
-        return [f"From sandbox {sandbox}, where the try runs."], [text]
 
     def end(self) -> None:
         # Each try keeps running in its sandbox: the next scheduler adopts it, or its lease

@@ -39,11 +39,7 @@ def checked_unused_age(value: timedelta | float | None) -> timedelta | None:
 
 
 def remove_unused_snapshots(
-    lifecycle: Lifecycle,
-    *,
-    deployment: str,
-    unused_for: timedelta,
-    now: datetime | None = None,
+    lifecycle: Lifecycle, *, deployment: str, unused_for: timedelta, now: datetime | None = None
 ) -> list[str]:
     """
     Remove every snapshot ``deployment`` prepared that no task has used for ``unused_for``;

@@ -63,13 +63,7 @@ def foreground_end(result: SandboxExecResult, *, stopped: str | None) -> Command
     """
     if result.sandbox_terminated:
         return CommandLost(result.stderr.strip())
-    return CommandEnd(
-        exit_code=result.exit_code,
-        stdout=result.stdout,
-        stderr=result.stderr,
-        timed_out=result.timed_out,
-        stopped=stopped,
-    )
+    return CommandEnd(result.exit_code, result.stdout, result.stderr, result.timed_out, stopped)
 
 
 @dataclass(frozen=True)

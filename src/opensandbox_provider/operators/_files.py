@@ -43,8 +43,7 @@ def write_files(
     *,
     max_bytes: int,
 ) -> None:
-    """Write each file, text as UTF-8, an :class:`ObjectStoragePath` or an asset by its
-    content."""
+    """Write each file, text as UTF-8, an :class:`ObjectStoragePath` or an asset by its content."""
     for path, source in files.items():
         backend.write_file(sandbox, path, _content(path, source, max_bytes=max_bytes))
 

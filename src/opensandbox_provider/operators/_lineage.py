@@ -64,11 +64,9 @@ def _datasets(assets: Iterable[Asset]) -> list[Dataset]:
     Each asset as the OpenLineage provider turns a task's inlets and outlets into datasets:
     through the converter a provider registers for its scheme, or else by the URI's parts.
     """
-    found = []
-    for asset in assets:
-        dataset = ExtractorManager.convert_to_ol_dataset(
-            asset
-        ) or ExtractorManager.convert_to_ol_dataset_from_object_storage_uri(asset.uri)
-        if dataset is not None:
-            found.append(dataset)
-    return found
+    converted = (
+        ExtractorManager.convert_to_ol_dataset(asset)
+        or ExtractorManager.convert_to_ol_dataset_from_object_storage_uri(asset.uri)
+        for asset in assets
+    )
+    return [dataset for dataset in converted if dataset is not None]

@@ -33,16 +33,13 @@ def exit_codes(value: int | Iterable[int] | None) -> frozenset[int]:
     if value is None:
         return frozenset()
     # A string is iterable, so "99" would otherwise become the set of its characters.
-    codes = value if isinstance(value, Iterable) and not isinstance(value, str) else [value]
-    checked = []
-    for code in codes:
-        if isinstance(code, bool) or not isinstance(code, int):
-            raise ValueError(
-                f"skip_on_exit_code must be an exit code or a list of them, such as 99 or "
-                f"[99, 100], got {value!r}."
-            )
-        checked.append(code)
-    return frozenset(checked)
+    codes = list(value) if isinstance(value, Iterable) and not isinstance(value, str) else [value]
+    if any(isinstance(code, bool) or not isinstance(code, int) for code in codes):
+        raise ValueError(
+            f"skip_on_exit_code must be an exit code or a list of them, such as 99 or "
+            f"[99, 100], got {value!r}."
+        )
+    return frozenset(codes)
 
 
 def check_file_sources(files: Mapping[Any, Any]) -> None:

@@ -46,38 +46,6 @@ def recording_group(command: str, path: str) -> str:
     return f"echo $$ >{shlex.quote(path)}\n{command}"
 
 
-def _stop_script(path: str, grace: float) -> str:
-    found = f"""f={shlex.quote(path)}
-[ -r "$f" ] || {{ echo gone; exit 0; }}
-g=$(cat "$f")
-"""
-    looks = math.ceil(grace / _LOOK_EVERY)
-    if not looks:
-        # No grace: SIGKILL alone, since a SIGTERM first would let a handler begin.
-        return (
-            found
-            + """kill -KILL "-$g" 2>/dev/null || { echo gone; exit 0; }
-echo killed
-"""
-        )
-    # The shell that leads the group is execd's child, so it is gone from /proc once it exits;
-    # a process of the group that outlived it (a job it left) is killed then, since the
-    # command is over. A zombie counts as gone.
-    return (
-        found
-        + f"""kill -TERM "-$g" 2>/dev/null || {{ echo gone; exit 0; }}
-i=0
-while [ -d "/proc/$g" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$g/status" 2>/dev/null; do
-  if [ "$i" -ge {looks} ]; then kill -KILL "-$g" 2>/dev/null; echo killed; exit 0; fi
-  sleep {_LOOK_EVERY}
-  i=$((i+1))
-done
-kill -KILL "-$g" 2>/dev/null
-echo "terminated $i"
-"""
-    )
-
-
 @dataclass(frozen=True)
 class Stop:
     """How a graceful stop went, as the task log says it."""
@@ -117,7 +85,35 @@ class StopCommand:
 
     @property
     def script(self) -> str:
-        return _stop_script(self.path, self.grace)
+        found = f"""f={shlex.quote(self.path)}
+[ -r "$f" ] || {{ echo gone; exit 0; }}
+g=$(cat "$f")
+"""
+        looks = math.ceil(self.grace / _LOOK_EVERY)
+        if not looks:
+            # No grace: SIGKILL alone, since a SIGTERM first would let a handler begin.
+            return (
+                found
+                + """kill -KILL "-$g" 2>/dev/null || { echo gone; exit 0; }
+echo killed
+"""
+            )
+        # The shell that leads the group is execd's child, so it is gone from /proc once it exits;
+        # a process of the group that outlived it (a job it left) is killed then, since the
+        # command is over. A zombie counts as gone.
+        return (
+            found
+            + f"""kill -TERM "-$g" 2>/dev/null || {{ echo gone; exit 0; }}
+i=0
+while [ -d "/proc/$g" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$g/status" 2>/dev/null; do
+  if [ "$i" -ge {looks} ]; then kill -KILL "-$g" 2>/dev/null; echo killed; exit 0; fi
+  sleep {_LOOK_EVERY}
+  i=$((i+1))
+done
+kill -KILL "-$g" 2>/dev/null
+echo "terminated $i"
+"""
+        )
 
     @property
     def timeout(self) -> float:

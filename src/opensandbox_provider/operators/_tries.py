@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from opensandbox_provider import _metrics
@@ -43,12 +44,7 @@ def kill_other_tries(
 
 def kill_this_try(hook: OpenSandboxHook, identity: TaskInstanceIdentity) -> list[str]:
     """Kill the sandboxes this try created, found by its identity; return the ids killed."""
-    found = hook.list_sandboxes(
-        dag_id=identity.dag_id,
-        task_id=identity.task_id,
-        run_id=identity.run_id,
-        map_index=identity.map_index,
-        try_number=identity.try_number,
-    )
     lifecycle = Lifecycle(lambda: hook.connection_config)
+    # The identity's fields, try_number among them, are the listing's filters of those names.
+    found = hook.list_sandboxes(**asdict(identity))
     return [sandbox.id for sandbox in found if lifecycle.kill(sandbox.id)]

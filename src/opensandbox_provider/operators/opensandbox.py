@@ -300,7 +300,7 @@ class OpenSandboxOperator(BaseOperator):
         self._identity: TaskInstanceIdentity | None = None
         self._killed = False
         # What a graceful stop needs: the file holding the command's process group, and a
-        # backend of its own already connected to the sandbox (see _connect_stopper).
+        # backend of its own already connected to the sandbox (see _run).
         self._group_file: str | None = None
         self._stopper: OpenSandboxBackend | None = None
         # Made when the command starts: Airflow deep-copies a task before it runs it.
@@ -310,21 +310,12 @@ class OpenSandboxOperator(BaseOperator):
         # execution_timeout, once execute has ended, and it must leave a kept sandbox.
         self._kept = False
 
-    # ------------------------------------------------------------------
-    # Create, write the files, run
-    # ------------------------------------------------------------------
+    # -- Create, write the files, run --
 
     def _rendered_arguments(self) -> dict[str, Any]:
         """The backend's arguments that are templated, as they stand: rendered at run time."""
-        return {
-            "image": self.image,
-            "cpu": self.cpu,
-            "memory": self.memory,
-            "cpu_request": self.cpu_request,
-            "memory_request": self.memory_request,
-            "workdir": self.workdir,
-            "snapshot": self.snapshot,
-        }
+        names = ("image", "cpu", "memory", "cpu_request", "memory_request", "workdir", "snapshot")
+        return {name: getattr(self, name) for name in names}
 
     def new_backend(self, **overrides: Any) -> OpenSandboxBackend:
         """The backend that creates, drives and destroys this task's sandbox."""
@@ -400,9 +391,8 @@ class OpenSandboxOperator(BaseOperator):
 
     def execute(self, context: Context) -> Any:
         backend = self._backend = self.new_backend()
-        spec = self._sandbox_spec()
         check_files(self.files, max_bytes=self.max_file_bytes)
-        sandbox = self._create(backend, spec, context)
+        sandbox = self._create(backend, context)
         deferred = False
         ending = Ending()
         try:
@@ -427,7 +417,13 @@ class OpenSandboxOperator(BaseOperator):
         out of ``command_timeout``, or when anything (``execution_timeout``) ends the run.
         """
         path = self._group_file = group_file()
-        self._stopper = self._connect_stopper(sandbox)
+        # A backend of its own stops the command, connected now: on_kill runs in a signal
+        # handler, on the thread it interrupted, which may hold any lock of the running backend
+        # or be amid a call to Airflow, so it may use neither. Held as the running one is, so
+        # that the stop is never fitted into an expiry read once and since moved by the
+        # renewals; released in _end.
+        self._stopper = self.new_backend()
+        self._stopper.hold(sandbox)
         self._stop_lock = threading.Lock()
         timer = threading.Timer(self.command_timeout, self._stop, args=(sandbox, "timed out"))
         timer.daemon = True
@@ -477,29 +473,15 @@ class OpenSandboxOperator(BaseOperator):
         """execd's deadline for the command: past the graceful stop's, should it not come."""
         return self.command_timeout + self.termination_grace_period + BACKSTOP_MARGIN
 
-    def _connect_stopper(self, sandbox: str) -> OpenSandboxBackend:
-        """
-        A backend of its own for stopping the command, connected to the sandbox now: on_kill
-        runs in a signal handler, on the thread it interrupted, which may hold any lock of
-        the running backend or be amid a call to Airflow, so it may use neither.
-        """
-        stopper = self.new_backend()
-        # Held, as the running backend holds it, so that the stop is never fitted into an
-        # expiry this backend read once and the renewals have moved since; released in _end.
-        stopper.hold(sandbox)
-        return stopper
-
-    def _stop(self, sandbox: str, why: str) -> Stop | None:
+    def _stop(self, sandbox: str, why: str) -> None:
         """Stop the command gracefully, once, however many reasons to come; log how."""
         stopper, path, lock = self._stopper, self._group_file, self._stop_lock
-        if stopper is None or path is None or lock is None:
-            return None
         # Not waited for: a stop under way ends the command for every reason to stop it.
-        if not lock.acquire(blocking=False):
-            return None
+        if stopper is None or path is None or lock is None or not lock.acquire(blocking=False):
+            return
         try:
             if self._stopped is not None:
-                return self._stopped
+                return
             self.log.info(
                 "Stopping the command in sandbox %s (%s): SIGTERM to its process group, then "
                 "SIGKILL after %gs.",
@@ -516,14 +498,13 @@ class OpenSandboxOperator(BaseOperator):
                     sandbox,
                     exc_info=True,
                 )
-                return None
+                return
             self.log.info("The command in sandbox %s was %s.", sandbox, stop)
             self._stopped = stop
-            return stop
         finally:
             lock.release()
 
-    def _create(self, backend: OpenSandboxBackend, spec: SandboxSpec, context: Context) -> str:
+    def _create(self, backend: OpenSandboxBackend, context: Context) -> str:
         """
         Create the sandbox, tell XCom its id, and kill what earlier tries of this task
         instance left, before anything runs in it.
@@ -533,7 +514,7 @@ class OpenSandboxOperator(BaseOperator):
         self._identity = None if ti is None else TaskInstanceIdentity.of(ti)
         hook = self._hook = OpenSandboxHook(self.opensandbox_conn_id)
         hook.connection_config  # noqa: B018  (the connection is read here, not in on_kill)
-        sandbox = self._sandbox_id = backend.create(spec=spec)
+        sandbox = self._sandbox_id = backend.create(spec=self._sandbox_spec())
         if self._killed:
             # on_kill came while the sandbox was being created, before its id was known here.
             self._destroy(backend, sandbox)
@@ -586,7 +567,7 @@ class OpenSandboxOperator(BaseOperator):
                 task_deadline_at=(
                     None
                     if remaining is None
-                    else time.time() + remaining - min(TIMEOUT_HEADROOM, remaining / 4)
+                    else now + remaining - min(TIMEOUT_HEADROOM, remaining / 4)
                 ),
                 poll_interval=self.poll_interval,
                 max_output_bytes=self.max_output_bytes,
@@ -631,9 +612,7 @@ class OpenSandboxOperator(BaseOperator):
         finally:
             self._end(backend, sandbox, context, ending)
 
-    # ------------------------------------------------------------------
-    # Judge, copy out, return
-    # ------------------------------------------------------------------
+    # -- Judge, copy out, return --
 
     def _judge(
         self, backend: OpenSandboxBackend, sandbox: str, end: WaitEnd, ending: Ending
@@ -685,15 +664,11 @@ class OpenSandboxOperator(BaseOperator):
             )
         return redact(end.xcom())
 
-    # ------------------------------------------------------------------
-    # Lineage, as the OpenLineage provider asks for it
-    # ------------------------------------------------------------------
+    # -- Lineage, as the OpenLineage provider asks for it --
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
         """The task's inputs and outputs, before any sandbox exists."""
-        from opensandbox_provider.operators._lineage import lineage
-
-        return lineage(self.files, self.outputs)
+        return self._lineage(self.outputs)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
         """The task's inputs and outputs, and the sandbox its command ran in."""
@@ -716,9 +691,7 @@ class OpenSandboxOperator(BaseOperator):
             snapshot=self.snapshot,
         )
 
-    # ------------------------------------------------------------------
-    # Destroy
-    # ------------------------------------------------------------------
+    # -- Destroy --
 
     def on_kill(self) -> None:
         # This runs in a signal handler, on the thread it interrupted, which may hold any lock
@@ -753,11 +726,7 @@ class OpenSandboxOperator(BaseOperator):
             )
 
     def _end(
-        self,
-        backend: OpenSandboxBackend,
-        sandbox: str,
-        context: Context,
-        ending: Ending,
+        self, backend: OpenSandboxBackend, sandbox: str, context: Context, ending: Ending
     ) -> None:
         """Keep the sandbox if ``on_finish_action`` says so and nothing runs there, else destroy."""
         if self._stopper is not None:

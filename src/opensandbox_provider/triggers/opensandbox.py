@@ -157,7 +157,7 @@ class OpenSandboxCommandTrigger(BaseTrigger):
         self.cursors = (
             dict(cursors)
             if cursors is not None
-            else {name: cursor for name in (list(output_paths) if output_paths else ["output"])}
+            else dict.fromkeys(output_paths or ["output"], cursor)
         )
         self.secrets = list(secrets or [])
         self.group_file = group_file
@@ -330,17 +330,15 @@ class OpenSandboxCommandTrigger(BaseTrigger):
 
     def _poll_budget(self, watch: _Watch) -> float:
         """How long one poll may take: until the next renewal or deadline, at least a second."""
-        now, wall = time.monotonic(), time.time()
-        until = [self.deadline_at - wall]
-        if self.stop_at is not None and self._stopped is None:
-            until.append(self.stop_at - wall)
-        if self.task_deadline_at is not None:
-            until.append(self.task_deadline_at - wall)
-        if watch.renew_at is not None:
-            until.append(watch.renew_at - now)
-        else:
-            # The first poll renews as it starts, so it ends by the renewal after that one.
+        stop_at = self.stop_at if self._stopped is None else None
+        wall = time.time()
+        deadlines = (self.deadline_at, stop_at, self.task_deadline_at)
+        until = [at - wall for at in deadlines if at is not None]
+        # The first poll renews as it starts, so it ends by the renewal after that one.
+        if watch.renew_at is None:
             until.append(renewal_interval(self.sandbox_timeout))
+        else:
+            until.append(watch.renew_at - time.monotonic())
         # The floor lets a poll that is due for a renewal make it, and one past a deadline end.
         return max(min(until), MIN_POLL_BUDGET)
 
