@@ -113,7 +113,7 @@ def _send(
     # connection to be kept closes a request body still open when it writes the answer's head,
     # and its proxy transport, reading that body once more after sending it, then takes it for
     # a failed write and closes its connection to execd mid-stream (docs/kubernetes.rst,
-    # "What ran through the gateway"). A request that says close is left alone. httpx's
+    # "Why the gateway broke streams"). A request that says close is left alone. httpx's
     # client says keep-alive by default, so that is replaced.
     headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"connection"]
     headers.append((b"Connection", b"close"))
