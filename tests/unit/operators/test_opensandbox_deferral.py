@@ -3,7 +3,6 @@ defers, and what it does with each event the trigger can fire."""
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -43,13 +42,7 @@ class Backend:
 
 
 @pytest.fixture
-def backend(monkeypatch) -> Backend:
-    # The operator reads its connection before it creates (for on_kill); nothing is sent to it.
-    # A key no test output holds: Airflow 2.11 masks every password it loads, at any length,
-    # for the rest of the process, so a key of "k" turned a later test's "ok" into "o***".
-    key = "operator-test-key"
-    connection = {"conn_type": "opensandbox", "host": "127.0.0.1", "port": 9, "password": key}
-    monkeypatch.setenv("AIRFLOW_CONN_OPENSANDBOX_DEFAULT", json.dumps(connection))
+def backend(monkeypatch, default_connection) -> Backend:
     # Earlier tries' sandboxes are test_tries.py's: this server has none.
     monkeypatch.setattr(operator_module, "kill_other_tries", lambda *args, **kwargs: [])
     made = Backend()

@@ -6,7 +6,6 @@ records what it is asked.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -73,13 +72,7 @@ class Backend:
 
 
 @pytest.fixture
-def backend(monkeypatch: pytest.MonkeyPatch) -> Backend:
-    # The operator reads its connection before it creates (for on_kill); nothing is sent to it.
-    # A key no test output holds: Airflow 2.11 masks every password it loads, at any length,
-    # for the rest of the process, so a key of "k" turned a later test's "ok" into "o***".
-    key = "operator-test-key"
-    connection = {"conn_type": "opensandbox", "host": "127.0.0.1", "port": 9, "password": key}
-    monkeypatch.setenv("AIRFLOW_CONN_OPENSANDBOX_DEFAULT", json.dumps(connection))
+def backend(monkeypatch: pytest.MonkeyPatch, default_connection: None) -> Backend:
     monkeypatch.setattr(OpenSandboxOperator, "log", property(lambda self: LOG))
 
     def copy_outputs(*args: object, **kwargs: object) -> dict:
